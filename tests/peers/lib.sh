@@ -1,0 +1,23 @@
+# Shared helpers for the peer build scripts. Progress goes to stderr; stdout carries results.
+progress() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+need_go() {
+  command -v go >/dev/null 2>&1 \
+    || die "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install) and put 'go' on PATH"
+  local v
+  v=$(go env GOVERSION)
+  case "$v" in
+    go1.2[6-9]*|go1.[3-9][0-9]*) ;;
+    *) die "Go $v is too old: the control plane needs Go 1.26 or newer" ;;
+  esac
+}
+
+cache_root() { echo "${BSL_SENTINEL_CACHE:-$HOME/.cache/bsl-sentinel}"; }
+
+# peer_cache NAME DIR: the cache folder for a Go-built peer, keyed by its module files.
+peer_cache() {
+  local key
+  key=$(cat "$2/go.mod" "$2/go.sum" | sha256sum | cut -c1-16)
+  echo "$(cache_root)/peers/$1-$key"
+}
