@@ -21,3 +21,14 @@ peer_cache() {
   key=$(cat "$2/go.mod" "$2/go.sum" | sha256sum | cut -c1-16)
   echo "$(cache_root)/peers/$1-$key"
 }
+
+need_cargo() {
+  command -v cargo >/dev/null 2>&1 \
+    || die "Rust is missing: install it with rustup (https://rustup.rs); bsl-sentinel needs Rust 1.89 or newer"
+  local v
+  v=$(rustc --version | awk '{print $2}')
+  case "$v" in
+    1.89*|1.9[0-9]*|1.[1-9][0-9][0-9]*) ;;
+    *) die "rustc $v is too old: bsl-sentinel needs Rust 1.89 or newer (rustup update)" ;;
+  esac
+}

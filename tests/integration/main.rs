@@ -1,0 +1,5 @@
+//! Integration tests against a real kube-apiserver and etcd (one test binary, so the control
+//! planes are shared by all tests; each test works in its own namespace).
+
+mod crd_compat;
+mod support;

@@ -1,0 +1,380 @@
+//! A real local control plane for tests: etcd and kube-apiserver v1.37.2 built from Go modules
+//! (tests/peers/build-kube.sh), on free 127.0.0.1 ports, with fresh certificates, RBAC and an
+//! admin kubeconfig.
+//!
+//! One etcd serves two apiservers under different prefixes, because Velero's CRD and the
+//! project's CRD share a name: `ControlPlane::get(Crd::Velero)` and `ControlPlane::get(Crd::Project)`
+//! each have theirs installed. Tests share them and isolate by namespace.
+//!
+//! Teardown: the processes are started from a thread that lives as long as the test binary and
+//! get PR_SET_PDEATHSIG, so they die with it even when a test panics or the binary is killed;
+//! an atexit hook stops them and removes the temporary folder on a normal exit.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+use bsl_sentinel::pki::Ca;
+
+use super::{Kubectl, run_script};
+
+/// The release tests/peers/kube pins.
+const KUBE_VERSION: &str = "v1.37.2";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crd {
+    /// Velero v1.18's own CRD: phase Available|Unavailable, no status subresource.
+    Velero,
+    /// `bsl-sentinel crd`.
+    Project,
+}
+
+pub struct ControlPlane {
+    pub server: String,
+    pub kubeconfig: PathBuf,
+    pub bin: PathBuf,
+    /// Where tests may write files; removed at exit.
+    pub dir: PathBuf,
+}
+
+struct Shared {
+    root: PathBuf,
+    bin: PathBuf,
+    etcd: String,
+    children: Vec<Child>,
+}
+
+static SHARED: Mutex<Option<Shared>> = Mutex::new(None);
+static VELERO: OnceLock<ControlPlane> = OnceLock::new();
+static PROJECT: OnceLock<ControlPlane> = OnceLock::new();
+
+impl ControlPlane {
+    pub fn get(crd: Crd) -> &'static ControlPlane {
+        let cell = match crd {
+            Crd::Velero => &VELERO,
+            Crd::Project => &PROJECT,
+        };
+        cell.get_or_init(|| start_apiserver(crd))
+    }
+
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.bin.join("kubectl"), &self.kubeconfig)
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+        kube::Client::try_from(config).unwrap_or_else(|e| panic!("client: {e}"))
+    }
+
+    /// A fresh namespace for one test.
+    pub fn namespace(&self, prefix: &str) -> String {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{prefix}-{n}");
+        self.kubectl().ok(&["create", "namespace", &name]);
+        name
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"))
+}
+
+/// Runs `f` on a thread that outlives every test, so that PR_SET_PDEATHSIG (which fires when
+/// the spawning thread exits) kills the children only when the test binary ends.
+fn on_keeper_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    type Job = Box<dyn FnOnce() + Send>;
+    static KEEPER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let sender = KEEPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::spawn(move || {
+            for job in rx {
+                job();
+            }
+            loop {
+                std::thread::park();
+            }
+        });
+        Mutex::new(tx)
+    });
+    let (tx, rx) = mpsc::channel();
+    let job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    sender
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send(job)
+        .unwrap_or_else(|_| panic!("keeper thread is gone"));
+    rx.recv()
+        .unwrap_or_else(|_| panic!("keeper thread dropped a job"))
+}
+
+pub fn spawn(mut cmd: Command, log: &Path) -> Child {
+    let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let err = out
+        .try_clone()
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let program = format!("{:?}", cmd.get_program());
+    on_keeper_thread(move || cmd.spawn()).unwrap_or_else(|e| panic!("spawning {program}: {e}"))
+}
+
+/// Keeps a child for teardown at exit.
+pub fn adopt(child: Child) {
+    if let Some(shared) = SHARED.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        shared.children.push(child);
+    }
+}
+
+extern "C" fn teardown() {
+    let Ok(mut guard) = SHARED.lock() else { return };
+    if let Some(shared) = guard.as_mut() {
+        for child in &mut shared.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&shared.root);
+    }
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+pub fn wait_for(what: &str, log: &Path, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        if start.elapsed() > timeout {
+            panic!(
+                "{what} not ready after {timeout:?}; last log lines:\n{}",
+                tail(log)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts etcd once per test binary and returns what the apiservers need from it.
+fn with_shared<T>(f: impl FnOnce(&mut Shared) -> T) -> T {
+    let mut guard = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.is_none() {
+        *guard = Some(start_etcd());
+        // SAFETY: registering a plain extern "C" fn with no captured state.
+        unsafe { libc::atexit(teardown) };
+    }
+    match guard.as_mut() {
+        Some(shared) => f(shared),
+        None => unreachable!("set just above"),
+    }
+}
+
+fn start_etcd() -> Shared {
+    let bin = PathBuf::from(match std::env::var_os("BSL_SENTINEL_KUBE_BIN") {
+        Some(dir) => dir.to_string_lossy().into_owned(),
+        None => run_script("tests/peers/build-kube.sh"),
+    });
+    let root = scratch_root();
+    let (client, peer) = (free_port(), free_port());
+    let etcd = format!("http://127.0.0.1:{client}");
+    let log = root.join("etcd.log");
+    let mut cmd = Command::new(bin.join("etcd"));
+    cmd.arg(format!("--data-dir={}", root.join("etcd").display()))
+        .arg(format!("--listen-client-urls={etcd}"))
+        .arg(format!("--advertise-client-urls={etcd}"))
+        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+        .arg(format!(
+            "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+        ))
+        .arg(format!("--initial-cluster=default=http://127.0.0.1:{peer}"))
+        .arg("--unsafe-no-fsync=true")
+        .arg("--log-level=warn");
+    let child = spawn(cmd, &log);
+    let health = format!("127.0.0.1:{client}");
+    wait_for("etcd", &log, Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&health).is_ok()
+    });
+    Shared {
+        root,
+        bin,
+        etcd,
+        children: vec![child],
+    }
+}
+
+/// A folder for this test binary under the system temp dir; folders of earlier runs whose
+/// process is gone (killed before its atexit hook ran) are removed.
+fn scratch_root() -> PathBuf {
+    let base = std::env::temp_dir().join("bsl-sentinel-tests");
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if !Path::new("/proc").join(&pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let root = base.join(std::process::id().to_string());
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    root
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+fn start_apiserver(crd: Crd) -> ControlPlane {
+    let (root, bin, etcd) = with_shared(|s| (s.root.clone(), s.bin.clone(), s.etcd.clone()));
+    let name = match crd {
+        Crd::Velero => "velero",
+        Crd::Project => "project",
+    };
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+
+    let serving_ca =
+        Ca::new("apiserver serving CA").unwrap_or_else(|e| panic!("certificates: {e}"));
+    let serving = serving_ca
+        .issue_server(&["localhost"], &[Ipv4Addr::LOCALHOST.into()])
+        .unwrap_or_else(|e| panic!("certificates: {e}"));
+    let client_ca = Ca::new("apiserver client CA").unwrap_or_else(|e| panic!("certificates: {e}"));
+    let admin = client_ca
+        .issue_client("admin", &["system:masters"])
+        .unwrap_or_else(|e| panic!("certificates: {e}"));
+    let sa = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("certificates: {e}"));
+    let files = [
+        ("serving.crt", serving.cert.clone()),
+        ("serving.key", serving.key.clone()),
+        ("client-ca.crt", client_ca.cert_pem()),
+        ("sa.key", sa.serialize_pem()),
+        ("sa.pub", sa.public_key_pem()),
+    ];
+    for (file, text) in &files {
+        write(&dir.join(file), text);
+    }
+
+    let port = free_port();
+    let server = format!("https://127.0.0.1:{port}");
+    let log = dir.join("kube-apiserver.log");
+    let path = |f: &str| dir.join(f).display().to_string();
+    let mut cmd = Command::new(bin.join("kube-apiserver"));
+    cmd.arg(format!("--etcd-servers={etcd}"))
+        .arg(format!("--etcd-prefix=/{name}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--tls-cert-file={}", path("serving.crt")))
+        .arg(format!("--tls-private-key-file={}", path("serving.key")))
+        .arg(format!("--client-ca-file={}", path("client-ca.crt")))
+        .arg("--authorization-mode=RBAC")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--allow-privileged=true")
+        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg(format!("--service-account-issuer={server}/"))
+        .arg(format!("--service-account-key-file={}", path("sa.pub")))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            path("sa.key")
+        ))
+        .arg("--endpoint-reconciler-type=none");
+    adopt(spawn(cmd, &log));
+
+    let kubeconfig = dir.join("kubeconfig");
+    write(
+        &kubeconfig,
+        &kubeconfig_yaml(&server, &serving_ca.cert_pem(), &admin.cert, &admin.key),
+    );
+    let plane = ControlPlane {
+        server,
+        kubeconfig,
+        bin,
+        dir,
+    };
+    let kubectl = plane.kubectl();
+    wait_for("kube-apiserver", &log, Duration::from_secs(60), || {
+        kubectl.run(&["get", "--raw", "/readyz"]).success
+    });
+    let version = kubectl.ok(&["version", "-o", "json"]);
+    let version: serde_json::Value = serde_json::from_str(&version.stdout)
+        .unwrap_or_else(|e| panic!("kubectl version -o json: {e}"));
+    let (server_version, client_version) = (
+        &version["serverVersion"]["gitVersion"],
+        &version["clientVersion"]["gitVersion"],
+    );
+    eprintln!(
+        "control plane ({name} CRD): kube-apiserver {server_version} and kubectl {client_version} at {}",
+        plane.server
+    );
+    assert_eq!(
+        server_version, KUBE_VERSION,
+        "unexpected kube-apiserver version"
+    );
+    assert_eq!(client_version, KUBE_VERSION, "unexpected kubectl version");
+
+    let crd_file = match crd {
+        Crd::Velero => PathBuf::from(run_script("tests/peers/velero-crd.sh")),
+        Crd::Project => {
+            let yaml = bsl_sentinel::crd::crd_yaml().unwrap_or_else(|e| panic!("crd: {e}"));
+            let file = plane.dir.join("crd.yaml");
+            write(&file, &yaml);
+            file
+        }
+    };
+    kubectl.ok(&["apply", "-f", &crd_file.display().to_string()]);
+    kubectl.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        &format!("crd/{}", bsl_sentinel::bsl::CRD_NAME),
+    ]);
+    plane
+}
+
+fn kubeconfig_yaml(server: &str, ca: &str, cert: &str, key: &str) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: {server}
+    certificate-authority-data: {}
+users:
+- name: admin
+  user:
+    client-certificate-data: {}
+    client-key-data: {}
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: admin
+current-context: test
+",
+        b64(ca),
+        b64(cert),
+        b64(key)
+    )
+}

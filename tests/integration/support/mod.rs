@@ -1,0 +1,88 @@
+//! Test support: the real control plane, kubectl, and the repository's peer scripts.
+
+pub mod control_plane;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub use control_plane::{ControlPlane, Crd};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs one of the repository's scripts and returns the last line it printed on stdout
+/// (the scripts print progress on stderr, which the test log shows).
+pub fn run_script(script: &str) -> String {
+    let out = Command::new("bash")
+        .arg(repo_root().join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script} failed: {stdout}");
+    stdout.lines().last().unwrap_or_default().trim().to_string()
+}
+
+pub struct Output {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The real kubectl of the same release, bound to one control plane.
+pub struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(bin: &Path, kubeconfig: &Path) -> Self {
+        Kubectl {
+            bin: bin.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
+        }
+    }
+
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("kubectl: {e}"));
+        if let Some(mut input) = child.stdin.take() {
+            input
+                .write_all(stdin.as_bytes())
+                .unwrap_or_else(|e| panic!("kubectl stdin: {e}"));
+        }
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl: {e}"));
+        Output {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, "")
+    }
+
+    /// Runs kubectl and fails the test, with its stderr, when it fails.
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert!(out.success, "kubectl {args:?} failed: {}", out.stderr);
+        out
+    }
+
+    /// `kubectl apply -f -` of a manifest.
+    pub fn apply(&self, namespace: &str, manifest: &str) -> Output {
+        self.run_with_stdin(&["apply", "-n", namespace, "-f", "-"], manifest)
+    }
+}
