@@ -4,3 +4,4 @@ pub mod bsl;
 pub mod crd;
 pub mod duration;
 pub mod pki;
+pub mod rules;
