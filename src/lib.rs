@@ -1,7 +1,14 @@
 //! bsl-sentinel: an admission webhook and a reconciler for Velero BackupStorageLocations.
 
+pub mod admission;
 pub mod bsl;
+pub mod cluster_view;
 pub mod crd;
 pub mod duration;
+pub mod lint;
 pub mod pki;
 pub mod rules;
+pub mod serve;
+pub mod served_crd;
+pub mod tls;
+pub mod webhook;

@@ -3,3 +3,5 @@
 
 mod crd_compat;
 mod support;
+mod webhook_e2e;
+mod webhook_http;

@@ -1,6 +1,8 @@
 //! Test support: the real control plane, kubectl, and the repository's peer scripts.
 
 pub mod control_plane;
+pub mod https;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

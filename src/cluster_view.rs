@@ -1,0 +1,119 @@
+//! Watch caches the admission webhook reads for its warnings: every BSL (as DynamicObject, so
+//! a malformed one never breaks the list) and the metadata of Secrets in one namespace. A
+//! request never waits on the API.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::admission::ClusterView;
+use crate::bsl::{GROUP, PLURAL, VERSION};
+
+pub fn bsl_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk(GROUP, VERSION, "BackupStorageLocation");
+    ApiResource::from_gvk_with_plural(&gvk, PLURAL)
+}
+
+#[derive(Clone)]
+pub struct Caches {
+    bsls: Store<DynamicObject>,
+    bsls_ready: Arc<AtomicBool>,
+    secrets: Store<PartialObjectMeta<Secret>>,
+    secrets_ready: Arc<AtomicBool>,
+    secrets_namespace: String,
+}
+
+impl Caches {
+    /// Starts the watches on the current tokio runtime; they run until the process ends and
+    /// retry with backoff on errors (missing RBAC only costs the warnings that need them).
+    pub fn start(client: kube::Client, secrets_namespace: &str) -> Caches {
+        let resource = bsl_resource();
+        let bsl_writer = reflector::store::Writer::new(resource.clone());
+        let bsls = bsl_writer.as_reader();
+        let bsl_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let bsl_stream =
+            reflector::reflector(bsl_writer, watcher(bsl_api, watcher::Config::default()));
+
+        let (secrets, secret_writer) = reflector::store();
+        // Metadata only: the webhook needs to know a Secret exists, never its data.
+        let secret_api: Api<PartialObjectMeta<Secret>> = Api::namespaced(client, secrets_namespace);
+        let secret_stream = reflector::reflector(
+            secret_writer,
+            watcher(secret_api, watcher::Config::default()),
+        );
+
+        let caches = Caches {
+            bsls,
+            bsls_ready: Arc::default(),
+            secrets,
+            secrets_ready: Arc::default(),
+            secrets_namespace: secrets_namespace.to_string(),
+        };
+        tokio::spawn(drain(
+            "backupstoragelocations",
+            bsl_stream.default_backoff(),
+        ));
+        tokio::spawn(drain("secrets", secret_stream.default_backoff()));
+        tokio::spawn(mark_ready(caches.bsls.clone(), caches.bsls_ready.clone()));
+        tokio::spawn(mark_ready(
+            caches.secrets.clone(),
+            caches.secrets_ready.clone(),
+        ));
+        caches
+    }
+}
+
+async fn drain<S, T>(what: &'static str, stream: S)
+where
+    S: futures::Stream<Item = Result<T, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        if let Err(e) = item {
+            tracing::warn!(watch = what, error = %e, "watch failed; retrying");
+        }
+    }
+}
+
+async fn mark_ready<K>(store: Store<K>, ready: Arc<AtomicBool>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if store.wait_until_ready().await.is_ok() {
+        ready.store(true, Ordering::Release);
+    }
+}
+
+impl ClusterView for Caches {
+    fn defaults(&self, namespace: &str) -> Option<Vec<String>> {
+        if !self.bsls_ready.load(Ordering::Acquire) {
+            return None;
+        }
+        let names = self
+            .bsls
+            .state()
+            .iter()
+            .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|b| b.data["spec"]["default"] == serde_json::Value::Bool(true))
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
+        Some(names)
+    }
+
+    fn secret_exists(&self, namespace: &str, name: &str) -> Option<bool> {
+        if namespace != self.secrets_namespace || !self.secrets_ready.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            self.secrets
+                .get(&ObjectRef::new(name).within(namespace))
+                .is_some(),
+        )
+    }
+}

@@ -1,0 +1,135 @@
+//! The admission webhook's HTTP edge: actix-web over rustls. It decodes AdmissionReview v1,
+//! calls the pure decisions in admission.rs and encodes the answer; nothing here decides.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
+use arc_swap::ArcSwap;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+
+use crate::admission::{self, ClusterView};
+use crate::served_crd::ServedCrd;
+use crate::tls::ReloadingCert;
+
+/// Largest body accepted. An AdmissionReview carries the object and the old object; a
+/// Kubernetes object is at most 1.5 MiB.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+pub struct State {
+    /// What the served CRD allows; `None` until it was first read.
+    pub served: ArcSwap<Option<ServedCrd>>,
+    pub cluster: Box<dyn ClusterView + Send + Sync>,
+}
+
+impl State {
+    pub fn new(cluster: impl ClusterView + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(State {
+            served: ArcSwap::from_pointee(None),
+            cluster: Box::new(cluster),
+        })
+    }
+}
+
+/// Decodes an AdmissionReview v1 body; the error says what is wrong with it.
+pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
+        .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
+    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
+        return Err(format!(
+            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {:?} {:?}",
+            review.types.api_version, review.types.kind
+        ));
+    }
+    review
+        .try_into()
+        .map_err(|_| "the AdmissionReview has no request".to_string())
+}
+
+fn respond(
+    body: &[u8],
+    decide: impl FnOnce(&AdmissionRequest<DynamicObject>) -> AdmissionResponse,
+) -> HttpResponse {
+    match decode(body) {
+        Ok(request) => HttpResponse::Ok().json(decide(&request).into_review()),
+        Err(message) => HttpResponse::BadRequest()
+            .content_type("text/plain")
+            .body(message),
+    }
+}
+
+async fn validate(state: web::Data<State>, body: web::Bytes) -> HttpResponse {
+    respond(&body, |req| {
+        admission::validate(req, state.cluster.as_ref())
+    })
+}
+
+async fn mutate(state: web::Data<State>, body: web::Bytes) -> HttpResponse {
+    // Until the CRD was read, assume Velero's stock CRD: the stamp it gets is valid on both.
+    let served = state.served.load().unwrap_or_default();
+    respond(&body, |req| admission::mutate(req, served))
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().body("ok")
+}
+
+async fn readyz(state: web::Data<State>) -> HttpResponse {
+    match state.served.load().as_ref() {
+        Some(_) => HttpResponse::Ok().body("ok"),
+        None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
+    }
+}
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.app_data(web::PayloadConfig::new(MAX_BODY))
+        .route("/validate", web::post().to(validate))
+        .route("/mutate", web::post().to(mutate))
+        .route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
+}
+
+/// Serves the webhook over TLS on an already bound listener (port 0 in tests).
+pub fn serve(
+    listener: TcpListener,
+    cert: &Arc<ReloadingCert>,
+    state: Arc<State>,
+    workers: usize,
+) -> std::io::Result<(Server, SocketAddr)> {
+    let addr = listener.local_addr()?;
+    let tls = cert.server_config().map_err(std::io::Error::other)?;
+    let data = web::Data::from(state);
+    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
+        .workers(workers)
+        .disable_signals()
+        .listen_rustls_0_23(listener, tls)?
+        .run();
+    Ok((server, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_explains_what_is_wrong() {
+        let not_json = decode(b"hello").err().unwrap_or_default();
+        assert!(
+            not_json.starts_with("the body is not an AdmissionReview"),
+            "{not_json}"
+        );
+        let v1beta1 =
+            decode(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#)
+                .err()
+                .unwrap_or_default();
+        assert!(
+            v1beta1.contains("expected apiVersion admission.k8s.io/v1"),
+            "{v1beta1}"
+        );
+        let empty = decode(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
+            .err()
+            .unwrap_or_default();
+        assert_eq!(empty, "the AdmissionReview has no request");
+    }
+}

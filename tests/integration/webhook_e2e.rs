@@ -1,0 +1,315 @@
+//! The real kube-apiserver calls the in-process webhook over TLS (url clientConfig to
+//! 127.0.0.1 with a caBundle), with the configurations from webhook-config/.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bsl_sentinel::admission::PENDING_MESSAGE;
+use bsl_sentinel::serve::{WebhookConfig, start_webhook};
+use serde_json::{Value, json};
+
+use crate::support::https;
+use crate::support::webhook::SecretMount;
+use crate::support::{ControlPlane, Crd, Kubectl, repo_root};
+
+struct Setup {
+    plane: &'static ControlPlane,
+    ns: String,
+    mount: SecretMount,
+    addr: SocketAddr,
+}
+
+impl Setup {
+    async fn new(crd: Crd, tag: &str) -> Setup {
+        let plane = ControlPlane::get(crd);
+        let ns = plane.namespace(tag);
+        let mount = SecretMount::new(&plane.dir.join(format!("webhook-{ns}")));
+        let config = WebhookConfig {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            cert: mount.cert(),
+            key: mount.key(),
+            cert_reload_interval: Duration::from_millis(100),
+            crd_refresh_interval: Duration::from_secs(5),
+            namespace: ns.clone(),
+            workers: 1,
+        };
+        let running =
+            start_webhook(&config, plane.client().await).unwrap_or_else(|e| panic!("webhook: {e}"));
+        tokio::spawn(running.server);
+        let setup = Setup {
+            plane,
+            ns,
+            mount,
+            addr: running.webhook_addr,
+        };
+        setup.wait_ready().await;
+        setup.register();
+        setup
+    }
+
+    fn kubectl(&self) -> Kubectl {
+        self.plane.kubectl()
+    }
+
+    async fn wait_ready(&self) {
+        let tls = https::client_config(&self.mount.ca.cert_pem());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut conn) = https::connect(self.addr, tls.clone()).await
+                && conn.get("/readyz").await.0 == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "webhook never became ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// webhook-config/ as shipped, pointed at this test's webhook and namespace.
+    fn register(&self) {
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.mount.ca.cert_pem());
+        for file in ["validating.yaml", "mutating.yaml"] {
+            let path = repo_root().join("webhook-config").join(file);
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut config: Value =
+                serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            config["metadata"]["name"] = json!(format!("bsl-sentinel-{}", self.ns));
+            for webhook in config["webhooks"].as_array_mut().into_iter().flatten() {
+                let path = webhook["clientConfig"]["service"]["path"].clone();
+                let path = path.as_str().unwrap_or_default();
+                webhook["clientConfig"] =
+                    json!({"url": format!("https://{}{path}", self.addr), "caBundle": ca});
+                let only_here = json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [self.ns]});
+                if let Some(exprs) = webhook["namespaceSelector"]["matchExpressions"].as_array_mut()
+                {
+                    exprs.push(only_here);
+                }
+            }
+            let out = self
+                .kubectl()
+                .run_with_stdin(&["apply", "-f", "-"], &config.to_string());
+            assert!(out.success, "registering {file}: {}", out.stderr);
+        }
+        // The apiserver picks up webhook configurations asynchronously.
+        self.eventually("the webhook to be called", || {
+            let out = self.apply_dry_run(&manifest(
+                "probe",
+                json!({"provider": "", "objectStorage": {"bucket": "b"}}),
+            ));
+            !out.success && out.stderr.contains("spec.provider: Required value")
+        });
+    }
+
+    fn eventually(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn apply(&self, manifest: &Value) -> crate::support::Output {
+        self.kubectl().apply(&self.ns, &manifest.to_string())
+    }
+
+    fn apply_dry_run(&self, manifest: &Value) -> crate::support::Output {
+        self.kubectl().run_with_stdin(
+            &[
+                "apply",
+                "--dry-run=server",
+                "-n",
+                &self.ns,
+                "-f",
+                "-",
+                "-o",
+                "json",
+            ],
+            &manifest.to_string(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Value {
+        let out = self
+            .kubectl()
+            .ok(&["get", "bsl", name, "-n", &self.ns, "-o", "json"]);
+        serde_json::from_str(&out.stdout).unwrap_or_default()
+    }
+}
+
+fn manifest(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": name}, "spec": spec})
+}
+
+fn malformed() -> Value {
+    manifest(
+        "malformed",
+        json!({
+            "provider": "aws",
+            "objectStorage": {"bucket": "velero/backups"},
+            "config": {"region": "us-east-1", "s3ForcePathStyle": "yes please", "signatureVersion": "3"},
+            "credential": {"name": "cloud-credentials", "key": ""},
+            "backupSyncPeriod": "-1m"
+        }),
+    )
+}
+
+fn valid(name: &str) -> Value {
+    manifest(
+        name,
+        json!({"provider": "aws", "objectStorage": {"bucket": "velero"}, "config": {"region": "us-east-1"}}),
+    )
+}
+
+fn assert_field_errors(stderr: &str) {
+    for needle in [
+        // The webhook answers with a 422 Invalid status and causes, so kubectl renders it as
+        // it renders the apiserver's own field errors.
+        "The BackupStorageLocation \"malformed\" is invalid: \n* ",
+        "spec.credential.key: Required value",
+        "spec.config.signatureVersion: Unsupported value: \"3\"",
+        "spec.objectStorage.bucket: Invalid value: \"velero/backups\"",
+        "spec.config.s3ForcePathStyle: Invalid value: \"yes please\"",
+        "spec.backupSyncPeriod: Invalid value: \"-1m\"",
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "missing {needle:?} in kubectl's output:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_a_malformed_bsl_fails_with_field_messages() {
+    for crd in [Crd::Project, Crd::Velero] {
+        let setup = Setup::new(crd, "reject").await;
+        let out = setup.apply(&malformed());
+        assert!(!out.success, "{crd:?}: a malformed BSL was admitted");
+        assert_field_errors(&out.stderr);
+        let gone = setup
+            .kubectl()
+            .run(&["get", "bsl", "malformed", "-n", &setup.ns]);
+        assert!(!gone.success, "{crd:?}: the malformed BSL exists");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valid_bsl_is_admitted_with_the_initial_phase_on_the_project_crd() {
+    let setup = Setup::new(Crd::Project, "admit").await;
+    let out = setup.apply(&valid("good"));
+    assert!(out.success, "{}", out.stderr);
+    let bsl = setup.get("good");
+    assert_eq!(
+        bsl["status"],
+        json!({"phase": "Unknown", "message": PENDING_MESSAGE})
+    );
+    let table = setup
+        .kubectl()
+        .ok(&["get", "bsl", "good", "-n", &setup.ns])
+        .stdout;
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|row| row.split_whitespace().nth(1) == Some("Unknown")),
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_succeed_on_velero_stock_crd() {
+    let setup = Setup::new(Crd::Velero, "stock").await;
+    let out = setup.apply(&valid("good"));
+    assert!(out.success, "create on Velero's CRD failed: {}", out.stderr);
+    let bsl = setup.get("good");
+    // No phase (Velero's enum has no Unknown): only the pending message.
+    assert_eq!(bsl["status"], json!({"message": PENDING_MESSAGE}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_appear_in_kubectl_output() {
+    let setup = Setup::new(Crd::Project, "warn").await;
+    let mut first = valid("first");
+    first["spec"]["default"] = json!(true);
+    assert!(setup.apply(&first).success);
+
+    let mut second = valid("second");
+    second["spec"]["default"] = json!(true);
+    second["spec"]["validationFrequency"] = json!("0s");
+    second["spec"]["credential"] = json!({"name": "not-there", "key": "cloud"});
+    second["spec"]["config"]["insecureSkipTLSVerify"] = json!("true");
+    second["spec"]["objectStorage"]["caCert"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(setup.mount.ca.cert_pem()));
+    // The default BSL reaches the webhook's watch cache shortly after its create.
+    setup.eventually("the default-conflict warning", || {
+        setup
+            .apply_dry_run(&second)
+            .stderr
+            .contains("\"first\" is already the default")
+    });
+    let out = setup.apply(&second);
+    assert!(out.success, "{}", out.stderr);
+    for needle in [
+        "Warning: spec.default: BackupStorageLocation \"first\" is already the default",
+        "Warning: spec.credential.name: Secret \"not-there\" does not exist (yet)",
+        "Warning: spec.config.insecureSkipTLSVerify",
+        "Warning: spec.objectStorage.caCert",
+        "Warning: spec.validationFrequency",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "missing {needle:?} in:\n{}",
+            out.stderr
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_dry_run_behaves_the_same() {
+    let setup = Setup::new(Crd::Project, "dryrun").await;
+    let out = setup.apply_dry_run(&malformed());
+    assert!(!out.success);
+    assert_field_errors(&out.stderr);
+
+    let out = setup.apply_dry_run(&valid("dry"));
+    assert!(out.success, "{}", out.stderr);
+    let shown: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+    assert_eq!(shown["status"]["phase"], "Unknown", "{shown}");
+    let persisted = setup.kubectl().run(&["get", "bsl", "dry", "-n", &setup.ns]);
+    assert!(!persisted.success, "a dry run persisted the BSL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_swap_mid_test_keeps_serving() {
+    let mut setup = Setup::new(Crd::Project, "rotate").await;
+    assert!(setup.apply(&valid("before")).success);
+
+    let tls = https::client_config(&setup.mount.ca.cert_pem());
+    let old = https::connect(setup.addr, tls.clone())
+        .await
+        .map(|c| c.peer_cert)
+        .unwrap_or_default();
+    let next = setup.mount.issue();
+    setup.mount.update(&next);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while https::connect(setup.addr, tls.clone())
+        .await
+        .map(|c| c.peer_cert)
+        .unwrap_or_default()
+        == old
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the rotated certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let out = setup.apply(&malformed());
+    assert!(!out.success);
+    assert_field_errors(&out.stderr);
+    let out = setup.apply(&valid("after"));
+    assert!(out.success, "{}", out.stderr);
+    assert_eq!(setup.get("after")["status"]["phase"], "Unknown");
+}
