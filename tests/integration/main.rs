@@ -1,6 +1,7 @@
 //! Integration tests against a real kube-apiserver and etcd (one test binary, so the control
 //! planes are shared by all tests; each test works in its own namespace).
 
+mod cli;
 mod crd_compat;
 mod support;
 mod webhook_e2e;
