@@ -2,12 +2,13 @@
 //! the cluster: the HTTP edge (webhook.rs) only decodes and encodes.
 
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
+use kube::core::Status;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
-use kube::core::{DynamicObject, Status};
 use serde_json::{Value, json};
 
 use crate::bsl::{GROUP, Phase};
+use crate::review::AdmittedBsl;
 use crate::rules;
 use crate::served_crd::ServedCrd;
 
@@ -26,36 +27,30 @@ pub trait ClusterView {
 }
 
 pub fn validate(
-    req: &AdmissionRequest<DynamicObject>,
+    req: &AdmissionRequest<AdmittedBsl>,
     cluster: &(impl ClusterView + ?Sized),
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(req);
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return response;
     }
-    let Some(object) = req
-        .object
-        .as_ref()
-        .and_then(|o| serde_json::to_value(o).ok())
-    else {
+    let Some(object) = req.object.as_ref() else {
         return response.deny("the request carries no object");
     };
     // Status writes (Velero's and ours) go to the main resource on Velero's CRD: a spec that
     // did not change is never re-judged, so an old invalid BSL can still get its status.
-    if req.operation == Operation::Update {
-        let old = req
-            .old_object
-            .as_ref()
-            .and_then(|o| serde_json::to_value(o).ok());
-        if old.is_some_and(|old| old.get("spec") == object.get("spec")) {
-            return response;
-        }
+    if req.operation == Operation::Update
+        && let Some(old) = req.old_object.as_ref()
+        && old.spec() == object.spec()
+    {
+        return response;
     }
+    let object = &object.document;
 
-    let report = rules::validate_document(&object);
+    let report = rules::validate_document(object);
     let namespace = req.namespace.as_deref().unwrap_or_default();
     let mut warnings = report.warnings.clone();
-    warnings.extend(cluster_warnings(&object, &req.name, namespace, cluster));
+    warnings.extend(cluster_warnings(object, &req.name, namespace, cluster));
     let warnings: Vec<String> = warnings.iter().map(|w| one_line(w)).collect();
 
     let mut response = response;
@@ -65,7 +60,7 @@ pub fn validate(
     if report.errors.is_empty() {
         return response;
     }
-    let name = display_name(&object, &req.name);
+    let name = display_name(object, &req.name);
     let mut response = response.deny(invalid_message(&name, &report.errors));
     response.result = Status::failure(&response.result.message, "Invalid")
         .with_code(422)
@@ -167,19 +162,15 @@ fn one_line(text: &str) -> String {
     format!("{cut}...")
 }
 
-pub fn mutate(req: &AdmissionRequest<DynamicObject>, served: ServedCrd) -> AdmissionResponse {
+pub fn mutate(req: &AdmissionRequest<AdmittedBsl>, served: ServedCrd) -> AdmissionResponse {
     let response = AdmissionResponse::from(req);
     if req.operation != Operation::Create {
         return response;
     }
-    let Some(object) = req
-        .object
-        .as_ref()
-        .and_then(|o| serde_json::to_value(o).ok())
-    else {
+    let Some(object) = req.object.as_ref() else {
         return response;
     };
-    match initial_status_patch(&object, served) {
+    match initial_status_patch(&object.document, served) {
         Some(patch) => match response.clone().with_patch(patch) {
             Ok(patched) => patched,
             // Never break creation: an unserializable patch just means no stamp.

@@ -7,6 +7,7 @@ pub mod crd;
 pub mod duration;
 pub mod lint;
 pub mod pki;
+pub mod review;
 pub mod rules;
 pub mod serve;
 pub mod served_crd;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
 use arc_swap::ArcSwap;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::{self, ClusterView};
+use crate::review::{AdmittedBsl, decode};
 use crate::served_crd::ServedCrd;
 use crate::tls::ReloadingCert;
 
@@ -32,24 +32,9 @@ impl State {
     }
 }
 
-/// Decodes an AdmissionReview v1 body; the error says what is wrong with it.
-pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
-        .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
-    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
-        return Err(format!(
-            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {:?} {:?}",
-            review.types.api_version, review.types.kind
-        ));
-    }
-    review
-        .try_into()
-        .map_err(|_| "the AdmissionReview has no request".to_string())
-}
-
 fn respond(
     body: &[u8],
-    decide: impl FnOnce(&AdmissionRequest<DynamicObject>) -> AdmissionResponse,
+    decide: impl FnOnce(&AdmissionRequest<AdmittedBsl>) -> AdmissionResponse,
 ) -> HttpResponse {
     match decode(body) {
         Ok(request) => HttpResponse::Ok().json(decide(&request).into_review()),
@@ -106,30 +91,4 @@ pub fn serve(
         .listen_rustls_0_23(listener, tls)?
         .run();
     Ok((server, addr))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decode_explains_what_is_wrong() {
-        let not_json = decode(b"hello").err().unwrap_or_default();
-        assert!(
-            not_json.starts_with("the body is not an AdmissionReview"),
-            "{not_json}"
-        );
-        let v1beta1 =
-            decode(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#)
-                .err()
-                .unwrap_or_default();
-        assert!(
-            v1beta1.contains("expected apiVersion admission.k8s.io/v1"),
-            "{v1beta1}"
-        );
-        let empty = decode(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
-            .err()
-            .unwrap_or_default();
-        assert_eq!(empty, "the AdmissionReview has no request");
-    }
 }

@@ -2,7 +2,7 @@
 //! `kubectl get bsl` shows. `cargo run --example demo -- --keep` leaves it running until Ctrl-C
 //! and prints the kubeconfig to use.
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
 mod support;
 
