@@ -11,5 +11,6 @@ pub mod review;
 pub mod rules;
 pub mod serve;
 pub mod served_crd;
+pub mod storage;
 pub mod tls;
 pub mod webhook;

@@ -3,6 +3,7 @@
 
 mod cli;
 mod crd_compat;
+mod probe;
 mod support;
 mod webhook_e2e;
 mod webhook_http;
