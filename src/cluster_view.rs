@@ -1,6 +1,7 @@
-//! Watch caches the admission webhook reads for its warnings: every BSL (as DynamicObject, so
-//! a malformed one never breaks the list) and the metadata of Secrets in one namespace. A
-//! request never waits on the API.
+//! Watch caches the admission webhook reads for its warnings, in bsl-sentinel's namespace
+//! (Velero's): the BSLs (as DynamicObject, so a malformed one never breaks the list) and the
+//! metadata of Secrets. A request never waits on the API; other namespaces get no such
+//! warnings.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,23 +26,24 @@ pub struct Caches {
     bsls_ready: Arc<AtomicBool>,
     secrets: Store<PartialObjectMeta<Secret>>,
     secrets_ready: Arc<AtomicBool>,
-    secrets_namespace: String,
+    namespace: String,
 }
 
 impl Caches {
     /// Starts the watches on the current tokio runtime; they run until the process ends and
     /// retry with backoff on errors (missing RBAC only costs the warnings that need them).
-    pub fn start(client: kube::Client, secrets_namespace: &str) -> Caches {
+    pub fn start(client: kube::Client, namespace: &str) -> Caches {
         let resource = bsl_resource();
         let bsl_writer = reflector::store::Writer::new(resource.clone());
         let bsls = bsl_writer.as_reader();
-        let bsl_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let bsl_api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &resource);
         let bsl_stream =
             reflector::reflector(bsl_writer, watcher(bsl_api, watcher::Config::default()));
 
         let (secrets, secret_writer) = reflector::store();
         // Metadata only: the webhook needs to know a Secret exists, never its data.
-        let secret_api: Api<PartialObjectMeta<Secret>> = Api::namespaced(client, secrets_namespace);
+        let secret_api: Api<PartialObjectMeta<Secret>> = Api::namespaced(client, namespace);
         let secret_stream = reflector::reflector(
             secret_writer,
             watcher(secret_api, watcher::Config::default()),
@@ -52,7 +54,7 @@ impl Caches {
             bsls_ready: Arc::default(),
             secrets,
             secrets_ready: Arc::default(),
-            secrets_namespace: secrets_namespace.to_string(),
+            namespace: namespace.to_string(),
         };
         tokio::spawn(drain(
             "backupstoragelocations",
@@ -92,14 +94,13 @@ where
 
 impl ClusterView for Caches {
     fn defaults(&self, namespace: &str) -> Option<Vec<String>> {
-        if !self.bsls_ready.load(Ordering::Acquire) {
+        if namespace != self.namespace || !self.bsls_ready.load(Ordering::Acquire) {
             return None;
         }
         let names = self
             .bsls
             .state()
             .iter()
-            .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
             .filter(|b| b.data["spec"]["default"] == serde_json::Value::Bool(true))
             .filter_map(|b| b.metadata.name.clone())
             .collect();
@@ -107,7 +108,7 @@ impl ClusterView for Caches {
     }
 
     fn secret_exists(&self, namespace: &str, name: &str) -> Option<bool> {
-        if namespace != self.secrets_namespace || !self.secrets_ready.load(Ordering::Acquire) {
+        if namespace != self.namespace || !self.secrets_ready.load(Ordering::Acquire) {
             return None;
         }
         Some(

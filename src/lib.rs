@@ -1,16 +1,23 @@
 //! bsl-sentinel: an admission webhook and a reconciler for Velero BackupStorageLocations.
 
+pub mod admin;
 pub mod admission;
 pub mod bsl;
 pub mod cluster_view;
 pub mod crd;
 pub mod duration;
+pub mod health;
+pub mod leader;
 pub mod lint;
+pub mod listing;
+pub mod metrics;
 pub mod pki;
+pub mod reconciler;
 pub mod review;
 pub mod rules;
 pub mod serve;
 pub mod served_crd;
+pub mod status;
 pub mod storage;
 pub mod tls;
 pub mod webhook;

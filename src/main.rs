@@ -27,12 +27,54 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
     },
-    /// Run the admission webhook.
-    Serve(ServeArgs),
+    /// Run the admission webhook, the reconciler and the admin port.
+    Serve(Box<ServeArgs>),
+    /// List BackupStorageLocations with the columns of `velero backup-location get`.
+    Get {
+        /// Only this BSL.
+        name: Option<String>,
+        #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "velero")]
+        namespace: String,
+        /// List BSLs in every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        #[arg(short = 'o', long, value_enum)]
+        output: Option<Format>,
+    },
+    /// Print the server status the reconciler publishes. Exits 0 Ready, 1 Degraded,
+    /// 2 NotReady, 3 when no status can be read.
+    Status {
+        #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "velero")]
+        namespace: String,
+        #[arg(short = 'o', long, value_enum)]
+        output: Option<Format>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+fn render<T: serde::Serialize>(value: &T, format: Format) -> Result<String, String> {
+    match format {
+        Format::Json => serde_json::to_string_pretty(value)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        Format::Yaml => serde_saphyr::to_string(value).map_err(|e| e.to_string()),
+    }
 }
 
 #[derive(Args)]
 struct ServeArgs {
+    /// Run the admission webhook. Turn off to run only the reconciler.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    webhook: bool,
+    /// Run the reconciler (status writer). Turn off beside a Velero server that validates its
+    /// BSLs itself, so the two never fight over status (webhook-only mode).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    reconciler: bool,
     /// Address the webhook listens on (HTTPS).
     #[arg(long, default_value = "0.0.0.0:8443")]
     webhook_addr: SocketAddr,
@@ -45,15 +87,50 @@ struct ServeArgs {
     /// How often the certificate files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     cert_reload_interval: Duration,
+    /// Worker threads serving the webhook.
+    #[arg(long, default_value_t = 2)]
+    webhook_workers: usize,
+    /// Address of the admin port (HTTP): /livez, /readyz, /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    admin_addr: SocketAddr,
     /// How often the served BSL CRD is re-read to learn what it allows.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     crd_refresh_interval: Duration,
     /// Namespace of bsl-sentinel and of the BSLs' Secrets.
     #[arg(long, env = "POD_NAMESPACE", default_value = "velero")]
     namespace: String,
-    /// Worker threads serving the webhook.
-    #[arg(long, default_value_t = 2)]
-    webhook_workers: usize,
+    /// Reconcile BSLs in every namespace, not only in --namespace.
+    #[arg(long)]
+    all_namespaces: bool,
+    /// How often a BSL is checked when its spec sets no validationFrequency (Velero's
+    /// --store-validation-frequency); 0 checks each BSL once and on spec changes.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    validation_frequency: Duration,
+    /// Each storage check gives up after this long.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    check_timeout: Duration,
+    /// Concurrent requests, and so connections, per storage endpoint.
+    #[arg(long, default_value_t = 4)]
+    max_connections_per_endpoint: usize,
+    /// How long a credential Secret read is reused by further checks.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    secret_cache_ttl: Duration,
+    /// Elect one status writer among the replicas with a Lease; off runs the reconciler
+    /// unconditionally (one replica only).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Name of the Lease in --namespace.
+    #[arg(long, default_value = "bsl-sentinel")]
+    lease_name: String,
+    /// How long a leader's claim lasts without renewal; another replica takes over after it.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+    /// This replica's identity in the Lease and the status (default: POD_NAME, else hostname).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// The BSLs' health is logged when it changes and at least this often.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    health_log_interval: Duration,
 }
 
 /// Flags take Kubernetes durations ("10s", "1m30s"), like Velero's.
@@ -76,8 +153,83 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { files } => validate(&files),
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
+        Command::Get {
+            name,
+            namespace,
+            all_namespaces,
+            output,
+        } => client_command(get(name, (!all_namespaces).then_some(namespace), output)),
+        Command::Status { namespace, output } => client_command(status(namespace, output)),
     }
+}
+
+/// Runs a command that reads the cluster (kubeconfig or in-cluster config).
+fn client_command(
+    command: impl std::future::Future<Output = Result<ExitCode, String>>,
+) -> ExitCode {
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(command));
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(3)
+    })
+}
+
+async fn get(
+    name: Option<String>,
+    namespace: Option<String>,
+    output: Option<Format>,
+) -> Result<ExitCode, String> {
+    use kube::api::{Api, DynamicObject, ListParams};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| e.to_string())?;
+    let resource = bsl_sentinel::cluster_view::bsl_resource();
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    };
+    let mut items = match &name {
+        Some(name) => vec![api.get(name).await.map_err(|e| e.to_string())?],
+        None => {
+            api.list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+        }
+    };
+    items.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    let values: Vec<serde_json::Value> = items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect();
+    let text = match output {
+        Some(format) => render(&values, format)?,
+        None => bsl_sentinel::listing::table(&values),
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn status(namespace: String, output: Option<Format>) -> Result<ExitCode, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = bsl_sentinel::status::fetch(client, &namespace)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = match output {
+        Some(format) => render(&status, format)?,
+        None => status.table(),
+    };
+    print!("{text}");
+    Ok(ExitCode::from(status.state.exit_code()))
 }
 
 fn validate(files: &[String]) -> ExitCode {
@@ -111,6 +263,100 @@ fn validate(files: &[String]) -> ExitCode {
     }
 }
 
+/// Runs until interrupted. BSL state never ends it: only a failure to start or to serve does.
+async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    use bsl_sentinel::serve;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = kube::Client::try_default().await?;
+    let served = serve::watch_served_crd(client.clone(), args.crd_refresh_interval);
+    let metrics = std::sync::Arc::new(bsl_sentinel::metrics::Metrics::default());
+    let mut servers = Vec::new();
+    if args.webhook {
+        let config = serve::WebhookConfig {
+            addr: args.webhook_addr,
+            cert: args.tls_cert,
+            key: args.tls_key,
+            cert_reload_interval: args.cert_reload_interval,
+            namespace: args.namespace.clone(),
+            workers: args.webhook_workers,
+        };
+        servers.push(serve::start_webhook(&config, client.clone(), served.clone())?.server);
+    }
+    let identity = args.identity.clone().unwrap_or_else(hostname);
+    let mut reconciler = None;
+    if args.reconciler {
+        let config = bsl_sentinel::reconciler::ReconcilerConfig {
+            namespace: (!args.all_namespaces).then(|| args.namespace.clone()),
+            status_namespace: args.namespace.clone(),
+            identity: identity.clone(),
+            check_timeout: args.check_timeout,
+            default_frequency: args.validation_frequency,
+            per_endpoint: args.max_connections_per_endpoint,
+            secret_ttl: args.secret_cache_ttl,
+            health_reminder: args.health_log_interval,
+        };
+        let ctx = bsl_sentinel::reconciler::Context::new(
+            client.clone(),
+            served.clone(),
+            metrics.clone(),
+            config,
+        );
+        if args.leader_election {
+            let election = bsl_sentinel::leader::Election {
+                namespace: args.namespace.clone(),
+                lease: args.lease_name.clone(),
+                identity: identity.clone(),
+                duration: args.lease_duration,
+                retry: args.lease_duration / 5,
+            };
+            let lead = ctx.clone();
+            tokio::spawn(bsl_sentinel::leader::run(
+                client.clone(),
+                election,
+                move || bsl_sentinel::reconciler::run(lead.clone()),
+            ));
+        } else {
+            tokio::spawn(bsl_sentinel::reconciler::run(ctx.clone()));
+        }
+        reconciler = Some(ctx);
+    }
+    let admin = bsl_sentinel::admin::Admin {
+        metrics,
+        served,
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        reconciler,
+    };
+    servers.push(serve::start_admin(args.admin_addr, admin)?.server);
+    let servers = futures::future::try_join_all(servers);
+    tokio::select! {
+        result = servers => drop(result?),
+        _ = shutdown_signal() => tracing::info!("stopping"),
+    };
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "bsl-sentinel".into())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 fn serve(args: ServeArgs) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -124,24 +370,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        let client = kube::Client::try_default().await?;
-        let config = bsl_sentinel::serve::WebhookConfig {
-            addr: args.webhook_addr,
-            cert: args.tls_cert,
-            key: args.tls_key,
-            cert_reload_interval: args.cert_reload_interval,
-            crd_refresh_interval: args.crd_refresh_interval,
-            namespace: args.namespace,
-            workers: args.webhook_workers,
-        };
-        let running = bsl_sentinel::serve::start_webhook(&config, client)?;
-        tokio::select! {
-            result = running.server => result?,
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
-        }
-        anyhow::Ok(())
-    });
+    let result = runtime.block_on(run(args));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

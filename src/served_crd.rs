@@ -4,7 +4,15 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
 use crate::bsl::{Phase, VERSION};
+
+/// What the served CRD allows, shared by the webhook and the reconciler; `None` until it was
+/// first read.
+pub type SharedServedCrd = Arc<ArcSwap<Option<ServedCrd>>>;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServedCrd {

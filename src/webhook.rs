@@ -5,12 +5,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
-use arc_swap::ArcSwap;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::{self, ClusterView};
 use crate::review::{AdmittedBsl, decode};
-use crate::served_crd::ServedCrd;
+use crate::served_crd::SharedServedCrd;
 use crate::tls::ReloadingCert;
 
 /// Largest body accepted. An AdmissionReview carries the object and the old object; a
@@ -18,15 +17,14 @@ use crate::tls::ReloadingCert;
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub struct State {
-    /// What the served CRD allows; `None` until it was first read.
-    pub served: ArcSwap<Option<ServedCrd>>,
+    pub served: SharedServedCrd,
     pub cluster: Box<dyn ClusterView + Send + Sync>,
 }
 
 impl State {
     pub fn new(cluster: impl ClusterView + Send + Sync + 'static) -> Arc<Self> {
         Arc::new(State {
-            served: ArcSwap::from_pointee(None),
+            served: SharedServedCrd::default(),
             cluster: Box::new(cluster),
         })
     }

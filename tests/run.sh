@@ -13,6 +13,8 @@ BSL_SENTINEL_KUBE_BIN=$(bash tests/peers/build-kube.sh)
 export BSL_SENTINEL_KUBE_BIN
 progress "peers: Velero's CRD from the Velero Go module"
 bash tests/peers/velero-crd.sh >/dev/null
+progress "peers: SeaweedFS, fake-gcs-server, Azurite"
+bash tests/peers/build-storage.sh >/dev/null
 
 progress "cargo test (first build of the crate takes a few minutes)"
 cargo test --locked --all-targets

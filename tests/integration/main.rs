@@ -4,6 +4,7 @@
 mod cli;
 mod crd_compat;
 mod probe;
+mod reconciler;
 mod support;
 mod webhook_e2e;
 mod webhook_http;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use bsl_sentinel::admission::PENDING_MESSAGE;
-use bsl_sentinel::serve::{WebhookConfig, start_webhook};
+use bsl_sentinel::serve::{WebhookConfig, start_webhook, watch_served_crd};
 use serde_json::{Value, json};
 
 use crate::support::https;
@@ -30,18 +30,19 @@ impl Setup {
             cert: mount.cert(),
             key: mount.key(),
             cert_reload_interval: Duration::from_millis(100),
-            crd_refresh_interval: Duration::from_secs(5),
             namespace: ns.clone(),
             workers: 1,
         };
+        let client = plane.client().await;
+        let served = watch_served_crd(client.clone(), Duration::from_secs(5));
         let running =
-            start_webhook(&config, plane.client().await).unwrap_or_else(|e| panic!("webhook: {e}"));
+            start_webhook(&config, client, served).unwrap_or_else(|e| panic!("webhook: {e}"));
         tokio::spawn(running.server);
         let setup = Setup {
             plane,
             ns,
             mount,
-            addr: running.webhook_addr,
+            addr: running.addr,
         };
         setup.wait_ready().await;
         setup.register();

@@ -2,6 +2,7 @@
 
 pub mod control_plane;
 pub mod https;
+pub mod sentinel;
 pub mod storage;
 pub mod webhook;
 

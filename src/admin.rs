@@ -1,0 +1,75 @@
+//! The admin port (plain HTTP): liveness, readiness, metrics and the server status. Liveness never depends on
+//! BSL state: no BSLs, or all unavailable, must not restart the pod.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
+
+use crate::metrics::Metrics;
+use crate::reconciler::Context;
+use crate::served_crd::SharedServedCrd;
+use crate::status;
+
+pub struct Admin {
+    pub metrics: Arc<Metrics>,
+    pub served: SharedServedCrd,
+    pub client: kube::Client,
+    /// Where the status is published.
+    pub namespace: String,
+    /// This replica's reconciler, which holds the status while it leads.
+    pub reconciler: Option<Arc<Context>>,
+}
+
+async fn livez() -> HttpResponse {
+    HttpResponse::Ok().body("ok")
+}
+
+/// Ready once the served CRD was read: until then the webhook's stamp is only a guess.
+async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
+    match admin.served.load().as_ref() {
+        Some(_) => HttpResponse::Ok().body("ok"),
+        None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
+    }
+}
+
+async fn metrics(admin: web::Data<Admin>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(admin.metrics.render())
+}
+
+/// The server status as JSON: this replica's own while it leads, else what the leader
+/// published.
+async fn server_status(admin: web::Data<Admin>) -> HttpResponse {
+    let own = admin
+        .reconciler
+        .as_ref()
+        .and_then(|ctx| ctx.status.lock().unwrap_or_else(|e| e.into_inner()).clone());
+    let status = match own {
+        Some(status) => Ok(status),
+        None => status::fetch(admin.client.clone(), &admin.namespace).await,
+    };
+    match status {
+        Ok(status) => HttpResponse::Ok().json(status),
+        Err(e) => HttpResponse::ServiceUnavailable().body(e.to_string()),
+    }
+}
+
+pub fn serve(listener: TcpListener, admin: Admin) -> std::io::Result<(Server, SocketAddr)> {
+    let addr = listener.local_addr()?;
+    let data = web::Data::new(admin);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/livez", web::get().to(livez))
+            .route("/readyz", web::get().to(readyz))
+            .route("/metrics", web::get().to(metrics))
+            .route("/status", web::get().to(server_status))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    Ok((server, addr))
+}

@@ -1,0 +1,175 @@
+//! The server status: built by the reconciler leader from the BSLs it checks, published in
+//! ConfigMap `bsl-sentinel-status` (readable by anyone who can read the namespace), served as
+//! JSON at /status on the admin port, and printed by `bsl-sentinel status`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+
+use crate::bsl::Phase;
+use crate::health::{BslState, Counts, ServerState, Verdict, server_state};
+
+pub const CONFIGMAP: &str = "bsl-sentinel-status";
+const KEY: &str = "status.json";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub state: ServerState,
+    pub message: String,
+    /// The replica that holds the Lease and writes status.
+    pub leader: String,
+    pub updated: String,
+    pub counts: Counts,
+    pub locations: Vec<BslState>,
+}
+
+impl ServerStatus {
+    pub fn new(verdict: &Verdict, locations: Vec<BslState>, leader: &str, updated: String) -> Self {
+        ServerStatus {
+            state: server_state(&locations),
+            message: verdict.message.clone(),
+            leader: leader.to_string(),
+            updated,
+            counts: verdict.counts.clone(),
+            locations,
+        }
+    }
+
+    /// What `bsl-sentinel status` prints.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "STATE: {:?}\n{}\nleader {}, updated {}\n\n",
+            self.state, self.message, self.leader, self.updated
+        );
+        let rows: Vec<[String; 6]> = self
+            .locations
+            .iter()
+            .map(|b| {
+                [
+                    b.namespace.clone(),
+                    b.name.clone(),
+                    b.phase.map(Phase::as_str).unwrap_or("Unknown").to_string(),
+                    b.last_validation_time
+                        .clone()
+                        .unwrap_or_else(|| "Unknown".into()),
+                    if b.default {
+                        "true".into()
+                    } else {
+                        String::new()
+                    },
+                    b.message.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&crate::listing::columns(
+            &[
+                "NAMESPACE",
+                "NAME",
+                "PHASE",
+                "LAST VALIDATED",
+                "DEFAULT",
+                "MESSAGE",
+            ],
+            &rows,
+        ));
+        out
+    }
+}
+
+/// Writes the status with server-side apply; only the leader calls this.
+pub async fn publish(
+    client: kube::Client,
+    namespace: &str,
+    status: &ServerStatus,
+) -> Result<(), kube::Error> {
+    let json = serde_json::to_string_pretty(status).map_err(kube::Error::SerdeError)?;
+    let configmap = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(CONFIGMAP.into()),
+            namespace: Some(namespace.into()),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".into(),
+                "bsl-sentinel".into(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(KEY.into(), json)])),
+        ..Default::default()
+    };
+    let mut value = serde_json::to_value(&configmap).map_err(kube::Error::SerdeError)?;
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "ConfigMap".into();
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let params = PatchParams::apply("bsl-sentinel").force();
+    api.patch(CONFIGMAP, &params, &Patch::Apply(&value)).await?;
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("cannot read ConfigMap {namespace}/{CONFIGMAP}: {source}")]
+    Api {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error(
+        "no server status published in namespace {0}: is bsl-sentinel running with its reconciler there?"
+    )]
+    Missing(String),
+    #[error("the published server status cannot be read: {0}")]
+    Malformed(serde_json::Error),
+}
+
+pub async fn fetch(client: kube::Client, namespace: &str) -> Result<ServerStatus, FetchError> {
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let configmap = api
+        .get_opt(CONFIGMAP)
+        .await
+        .map_err(|source| FetchError::Api {
+            namespace: namespace.into(),
+            source,
+        })?;
+    let json = configmap
+        .and_then(|c| c.data)
+        .and_then(|mut d| d.remove(KEY))
+        .ok_or_else(|| FetchError::Missing(namespace.into()))?;
+    serde_json::from_str(&json).map_err(FetchError::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::assess;
+
+    #[test]
+    fn table_and_json_round_trip() {
+        let locations = vec![BslState {
+            namespace: "velero".into(),
+            name: "default".into(),
+            phase: Some(Phase::Available),
+            default: true,
+            message: String::new(),
+            last_validation_time: Some("2026-12-02T10:11:12Z".into()),
+        }];
+        let status = ServerStatus::new(
+            &assess(&locations),
+            locations,
+            "pod-a",
+            "2026-12-02T10:11:13Z".into(),
+        );
+        assert_eq!(status.state, ServerState::Ready);
+        let table = status.table();
+        assert!(table.starts_with("STATE: Ready\n"), "{table}");
+        assert!(
+            table.contains("\nvelero     default  Available  2026-12-02T10:11:12Z  true\n"),
+            "{table}"
+        );
+        let json = serde_json::to_string(&status).unwrap_or_default();
+        let back: Option<ServerStatus> = serde_json::from_str(&json).ok();
+        assert_eq!(back, Some(status));
+    }
+}

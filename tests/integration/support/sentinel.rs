@@ -1,0 +1,138 @@
+//! The real bsl-sentinel binary as a child process against a test control plane, scoped to one
+//! namespace (its BSLs, Lease and status ConfigMap), with its log captured.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use super::ControlPlane;
+use super::control_plane::{free_port, spawn};
+
+pub struct Sentinel {
+    child: Option<Child>,
+    pub log: PathBuf,
+    pub admin: u16,
+    pub identity: String,
+}
+
+/// The binary cargo built for the tests (examples, which cargo gives no such variable, find it
+/// beside their own folder).
+pub fn binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_bsl-sentinel") {
+        return path.into();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("bsl-sentinel")))
+        .unwrap_or_else(|| "bsl-sentinel".into())
+}
+
+impl Sentinel {
+    /// `serve --webhook=false` with short intervals; `extra` adds or overrides flags.
+    pub fn start(
+        plane: &ControlPlane,
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Sentinel {
+        let admin = free_port();
+        let log = plane
+            .dir
+            .join(format!("sentinel-{namespace}-{identity}.log"));
+        let mut cmd = Command::new(binary());
+        cmd.env("KUBECONFIG", &plane.kubeconfig)
+            .env("RUST_LOG", "info,bsl_sentinel=debug")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .args([
+                "serve",
+                "--webhook=false",
+                "--namespace",
+                namespace,
+                "--identity",
+                identity,
+            ])
+            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
+            .args(extra);
+        // Short intervals for tests, unless `extra` sets them.
+        for (flag, value) in [
+            ("--validation-frequency", "2s"),
+            ("--check-timeout", "3s"),
+            ("--health-log-interval", "1m"),
+            ("--lease-duration", "4s"),
+            ("--crd-refresh-interval", "2s"),
+        ] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        let child = spawn(cmd, &log);
+        let sentinel = Sentinel {
+            child: Some(child),
+            log,
+            admin,
+            identity: identity.to_string(),
+        };
+        sentinel.wait_for("the admin port", Duration::from_secs(20), || {
+            sentinel.get("/livez").0 == 200
+        });
+        sentinel
+    }
+
+    /// A plain HTTP/1.0 GET on the admin port: (status, body); (0, "") when nothing answers.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.admin)) else {
+            return (0, String::new());
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        let status = response
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            if start.elapsed() > timeout {
+                panic!(
+                    "{what}: not within {timeout:?}; bsl-sentinel log:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or_default()
+    }
+
+    /// SIGKILL: the replica dies without giving up its Lease.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
