@@ -15,6 +15,8 @@ progress "peers: Velero's CRD from the Velero Go module"
 bash tests/peers/velero-crd.sh >/dev/null
 progress "peers: SeaweedFS, fake-gcs-server, Azurite"
 bash tests/peers/build-storage.sh >/dev/null
+progress "peers: cert-manager controller and cainjector"
+bash tests/peers/build-cert-manager.sh >/dev/null
 
 progress "cargo test (first build of the crate takes a few minutes)"
 cargo test --locked --all-targets

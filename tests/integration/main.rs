@@ -3,6 +3,7 @@
 
 mod cli;
 mod crd_compat;
+mod deploy;
 mod probe;
 mod reconciler;
 mod support;
