@@ -26,11 +26,15 @@ async fn livez() -> HttpResponse {
 }
 
 /// Ready once the served CRD was read: until then the webhook's stamp is only a guess.
-async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
-    match admin.served.load().as_ref() {
+pub fn readiness(served: &SharedServedCrd) -> HttpResponse {
+    match served.load().as_ref() {
         Some(_) => HttpResponse::Ok().body("ok"),
         None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
     }
+}
+
+async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
+    readiness(&admin.served)
 }
 
 async fn metrics(admin: web::Data<Admin>) -> HttpResponse {

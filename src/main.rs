@@ -90,7 +90,7 @@ struct ServeArgs {
     /// Worker threads serving the webhook.
     #[arg(long, default_value_t = 2)]
     webhook_workers: usize,
-    /// Address of the admin port (HTTP): /livez, /readyz, /metrics.
+    /// Address of the admin port (HTTP): /livez, /readyz, /metrics, /status.
     #[arg(long, default_value = "0.0.0.0:8080")]
     admin_addr: SocketAddr,
     /// How often the served BSL CRD is re-read to learn what it allows.

@@ -13,6 +13,9 @@ use crate::bsl::Phase;
 use crate::health::{BslState, Counts, ServerState, Verdict, server_state};
 
 pub const CONFIGMAP: &str = "bsl-sentinel-status";
+/// A ConfigMap holds at most 1 MiB: the status names this many BSLs, those not Available
+/// first, and counts the rest.
+const MAX_LISTED: usize = 200;
 const KEY: &str = "status.json";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,17 +28,30 @@ pub struct ServerStatus {
     pub updated: String,
     pub counts: Counts,
     pub locations: Vec<BslState>,
+    /// BSLs left out of `locations` (all counted in `counts`).
+    #[serde(default)]
+    pub omitted: usize,
 }
 
 impl ServerStatus {
-    pub fn new(verdict: &Verdict, locations: Vec<BslState>, leader: &str, updated: String) -> Self {
+    pub fn new(
+        verdict: &Verdict,
+        mut locations: Vec<BslState>,
+        leader: &str,
+        updated: String,
+    ) -> Self {
+        let state = server_state(&locations);
+        locations.sort_by_key(|b| b.phase == Some(Phase::Available));
+        let omitted = locations.len().saturating_sub(MAX_LISTED);
+        locations.truncate(MAX_LISTED);
         ServerStatus {
-            state: server_state(&locations),
+            state,
             message: verdict.message.clone(),
             leader: leader.to_string(),
             updated,
             counts: verdict.counts.clone(),
             locations,
+            omitted,
         }
     }
 
@@ -146,6 +162,36 @@ mod tests {
     use crate::health::assess;
 
     #[test]
+    fn large_fleets_list_the_unavailable_first_and_count_the_rest() {
+        let locations: Vec<BslState> = (0..500)
+            .map(|i| BslState {
+                namespace: "velero".into(),
+                name: format!("b{i:03}"),
+                phase: Some(if i == 450 {
+                    Phase::Unavailable
+                } else {
+                    Phase::Available
+                }),
+                default: i == 0,
+                message: String::new(),
+                last_validation_time: None,
+            })
+            .collect();
+        let status = ServerStatus::new(&assess(&locations), locations, "a", String::new());
+        assert_eq!(status.locations.len(), MAX_LISTED);
+        assert_eq!(status.omitted, 300);
+        assert_eq!(status.locations[0].name, "b450");
+        assert_eq!(status.counts.total, 500);
+        assert_eq!(status.state, ServerState::Degraded);
+        assert!(
+            serde_json::to_string(&status)
+                .map(|j| j.len())
+                .unwrap_or(usize::MAX)
+                < 1024 * 1024
+        );
+    }
+
+    #[test]
     fn table_and_json_round_trip() {
         let locations = vec![BslState {
             namespace: "velero".into(),
@@ -169,6 +215,7 @@ mod tests {
             "{table}"
         );
         let json = serde_json::to_string(&status).unwrap_or_default();
+        assert_eq!(status.omitted, 0);
         let back: Option<ServerStatus> = serde_json::from_str(&json).ok();
         assert_eq!(back, Some(status));
     }

@@ -164,10 +164,18 @@ impl Probe {
         let secrets = plan.store.secrets();
         let permits = self.permits(&plan.endpoint);
         // Never closed, so acquiring fails only if that changes.
-        let Ok(_permit) = permits.acquire_owned().await else {
+        let Ok(permit) = permits.acquire_owned().await else {
             return unavailable(FailureReason::Other, "the endpoint's permits are closed");
         };
-        match tokio::time::timeout(self.timeout, self.list(&plan)).await {
+        let listed = tokio::time::timeout(self.timeout, self.list(&plan)).await;
+        // The connection goes back to the pool from its own task: let that run before the
+        // permit passes on, or the next check finds no idle connection and hyper opens one
+        // more than the limit.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        drop(permit);
+        match listed {
             Err(_) => unavailable(
                 FailureReason::Timeout,
                 &sanitize(

@@ -59,10 +59,7 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(state: web::Data<State>) -> HttpResponse {
-    match state.served.load().as_ref() {
-        Some(_) => HttpResponse::Ok().body("ok"),
-        None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
-    }
+    crate::admin::readiness(&state.served)
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

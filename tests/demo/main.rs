@@ -1,64 +1,172 @@
-//! The demo: a real local control plane with the project's CRD, a sample BSL, and what
-//! `kubectl get bsl` shows. `cargo run --example demo -- --keep` leaves it running until Ctrl-C
-//! and prints the kubeconfig to use.
+//! The demo: a real local control plane (etcd, kube-apiserver v1.37.2) with the project's CRD,
+//! a real S3 server (SeaweedFS), and bsl-sentinel's webhook and reconciler running in this
+//! process. A malformed BSL is rejected at kubectl apply; two valid ones get their phases.
+//! `cargo run --example demo -- --keep` leaves it all running until Ctrl-C.
 
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
 mod support;
 
-use support::{ControlPlane, Crd};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-const SAMPLE: &str = r#"
-apiVersion: velero.io/v1
-kind: BackupStorageLocation
-metadata:
-  name: default
-spec:
-  provider: aws
-  default: true
-  objectStorage:
-    bucket: velero-backups
-    prefix: cluster-a
-  config:
-    region: us-east-1
-    s3Url: http://127.0.0.1:8333
-    s3ForcePathStyle: "true"
-"#;
+use bsl_sentinel::reconciler::{self, Context, ReconcilerConfig};
+use bsl_sentinel::serve::{WebhookConfig, start_webhook, watch_served_crd};
+use support::control_plane::free_port;
+use support::storage::SeaweedFs;
+use support::webhook::SecretMount;
+use support::{ControlPlane, Crd, Output};
+
+const NS: &str = "velero";
 
 fn step(text: &str) {
     println!("\n==> {text}");
 }
 
-fn show(out: support::Output) {
+fn show(out: Output) {
     print!("{}", out.stdout);
     eprint!("{}", out.stderr);
 }
 
+fn manifest(name: &str, s3_url: &str, default: bool) -> String {
+    format!(
+        "apiVersion: velero.io/v1
+kind: BackupStorageLocation
+metadata:
+  name: {name}
+spec:
+  provider: aws
+  default: {default}
+  objectStorage:
+    bucket: velero-backups
+    prefix: cluster-a
+  credential:
+    name: cloud-credentials
+    key: cloud
+  config:
+    region: us-east-1
+    s3Url: {s3_url}
+    s3ForcePathStyle: \"true\"
+"
+    )
+}
+
+const MALFORMED: &str = "apiVersion: velero.io/v1
+kind: BackupStorageLocation
+metadata:
+  name: typo
+spec:
+  provider: aws
+  objectStorage:
+    bucket: velero-backups/cluster-a
+  config:
+    region: us-east-1
+    s3ForcePathStyle: \"yes\"
+    signatureVersion: \"2\"
+  backupSyncPeriod: 5 minutes
+";
+
 #[tokio::main]
 async fn main() {
     let keep = std::env::args().any(|a| a == "--keep");
-    step(
-        "starting etcd and kube-apiserver v1.37.2 on 127.0.0.1 (first run builds them from Go modules)",
-    );
+    tracing_subscriber::fmt()
+        .with_env_filter("bsl_sentinel::reconciler=info")
+        .with_target(false)
+        .init();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    step("starting etcd and kube-apiserver v1.37.2, and SeaweedFS as the S3 server, on 127.0.0.1");
     let plane = ControlPlane::get(Crd::Project);
     let kubectl = plane.kubectl();
-    println!("apiserver: {}", plane.server);
+    let s3 = SeaweedFs::shared();
+    s3.seed(
+        "velero-backups",
+        &["cluster-a/backups/first/velero-backup.json"],
+    )
+    .await;
+    println!("apiserver {}; S3 {}", plane.server, s3.endpoint);
+    kubectl.ok(&["create", "namespace", NS]);
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cloud-credentials\nstringData:\n  cloud: |\n{}",
+        s3.credentials()
+            .lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    );
+    assert!(kubectl.apply(NS, &secret).success);
 
-    step("the project's CRD is installed (bsl-sentinel crd)");
-    show(kubectl.ok(&["get", "crd", "backupstoragelocations.velero.io"]));
+    step("starting bsl-sentinel: webhook (TLS on 127.0.0.1) and reconciler");
+    let client = plane.client().await;
+    let served = watch_served_crd(client.clone(), Duration::from_secs(5));
+    let mount = SecretMount::new(&plane.dir.join("demo-webhook-tls"));
+    let webhook = WebhookConfig {
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        cert: mount.cert(),
+        key: mount.key(),
+        cert_reload_interval: Duration::from_secs(10),
+        namespace: NS.into(),
+        workers: 1,
+    };
+    let running = start_webhook(&webhook, client.clone(), served.clone())
+        .unwrap_or_else(|e| panic!("webhook: {e}"));
+    tokio::spawn(running.server);
+    while served.load().is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    support::webhook::register(&kubectl, NS, running.addr, &mount.ca.cert_pem());
+    let config = ReconcilerConfig {
+        namespace: Some(NS.into()),
+        status_namespace: NS.into(),
+        identity: "demo".into(),
+        check_timeout: Duration::from_secs(5),
+        default_frequency: Duration::from_secs(30),
+        per_endpoint: 4,
+        secret_ttl: Duration::from_secs(30),
+        health_reminder: Duration::from_secs(300),
+    };
+    let ctx = Context::new(client, served, Arc::default(), config);
+    tokio::spawn(reconciler::run(ctx));
 
-    let ns = "velero";
-    kubectl.ok(&["create", "namespace", ns]);
-    step("kubectl apply of a sample BackupStorageLocation");
-    println!("{}", SAMPLE.trim());
-    show(kubectl.apply(ns, SAMPLE));
+    step("kubectl apply of a malformed BSL: rejected, every bad field named");
+    println!("{}", MALFORMED.trim());
+    let out = kubectl.apply(NS, MALFORMED);
+    println!(
+        "(kubectl exit status: {})",
+        if out.success { "0" } else { "non-zero" }
+    );
+    show(out);
 
-    step("kubectl get bsl -n velero");
-    show(kubectl.ok(&["get", "bsl", "-n", ns, "-o", "wide"]));
+    step(
+        "kubectl apply of two valid BSLs: one on the S3 server, one on a port where nothing listens",
+    );
+    show(kubectl.apply(NS, &manifest("primary", &s3.endpoint, true)));
+    show(kubectl.apply(
+        NS,
+        &manifest(
+            "offline",
+            &format!("http://127.0.0.1:{}", free_port()),
+            false,
+        ),
+    ));
+    step("right after the create: the webhook's initial phase");
+    show(kubectl.ok(&["get", "bsl", "-n", NS]));
+
+    step("a few seconds later: the reconciler's checks moved the phases");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        let table = kubectl.ok(&["get", "bsl", "-n", NS]).stdout;
+        if table.contains("Available") && table.contains("Unavailable") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    show(kubectl.ok(&["get", "bsl", "-n", NS, "-o", "wide"]));
 
     if keep {
         step(&format!(
-            "running; try: kubectl --kubeconfig {} get bsl -A   (Ctrl-C stops and cleans up)",
+            "running; try: kubectl --kubeconfig {} get bsl -n {NS}   (Ctrl-C stops and cleans up)",
             plane.kubeconfig.display()
         ));
         let _ = tokio::signal::ctrl_c().await;

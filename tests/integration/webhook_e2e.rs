@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::https;
 use crate::support::webhook::SecretMount;
-use crate::support::{ControlPlane, Crd, Kubectl, repo_root};
+use crate::support::{ControlPlane, Crd, Kubectl};
 
 struct Setup {
     plane: &'static ControlPlane,
@@ -45,7 +45,12 @@ impl Setup {
             addr: running.addr,
         };
         setup.wait_ready().await;
-        setup.register();
+        crate::support::webhook::register(
+            &setup.kubectl(),
+            &setup.ns,
+            setup.addr,
+            &setup.mount.ca.cert_pem(),
+        );
         setup
     }
 
@@ -65,42 +70,6 @@ impl Setup {
             assert!(Instant::now() < deadline, "webhook never became ready");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-
-    /// webhook-config/ as shipped, pointed at this test's webhook and namespace.
-    fn register(&self) {
-        let ca = base64::engine::general_purpose::STANDARD.encode(self.mount.ca.cert_pem());
-        for file in ["validating.yaml", "mutating.yaml"] {
-            let path = repo_root().join("webhook-config").join(file);
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let mut config: Value =
-                serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-            config["metadata"]["name"] = json!(format!("bsl-sentinel-{}", self.ns));
-            for webhook in config["webhooks"].as_array_mut().into_iter().flatten() {
-                let path = webhook["clientConfig"]["service"]["path"].clone();
-                let path = path.as_str().unwrap_or_default();
-                webhook["clientConfig"] =
-                    json!({"url": format!("https://{}{path}", self.addr), "caBundle": ca});
-                let only_here = json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [self.ns]});
-                if let Some(exprs) = webhook["namespaceSelector"]["matchExpressions"].as_array_mut()
-                {
-                    exprs.push(only_here);
-                }
-            }
-            let out = self
-                .kubectl()
-                .run_with_stdin(&["apply", "-f", "-"], &config.to_string());
-            assert!(out.success, "registering {file}: {}", out.stderr);
-        }
-        // The apiserver picks up webhook configurations asynchronously.
-        self.eventually("the webhook to be called", || {
-            let out = self.apply_dry_run(&manifest(
-                "probe",
-                json!({"provider": "", "objectStorage": {"bucket": "b"}}),
-            ));
-            !out.success && out.stderr.contains("spec.provider: Required value")
-        });
     }
 
     fn eventually(&self, what: &str, mut done: impl FnMut() -> bool) {

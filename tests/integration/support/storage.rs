@@ -210,7 +210,11 @@ impl SeaweedFs {
                 AwsAuthorizer::new(&credential, "s3", "us-east-1")
                     .try_authorize(&mut request, None)
                     .unwrap_or_else(|e| panic!("signing: {e}"));
-                send(request).await
+                // A retry after a create that did land answers 409: the bucket is there.
+                match send(request).await {
+                    Err(e) if e.contains("BucketAlreadyOwnedByYou") => Ok(()),
+                    other => other,
+                }
             },
         )
         .await;
@@ -451,7 +455,11 @@ impl Azurite {
                 AzureAuthorizer::new(&credential, AZURITE_ACCOUNT)
                     .try_authorize(&mut request)
                     .unwrap_or_else(|e| panic!("signing: {e}"));
-                send(request).await
+                // A retry after a create that did land answers 409: the bucket is there.
+                match send(request).await {
+                    Err(e) if e.contains("BucketAlreadyOwnedByYou") => Ok(()),
+                    other => other,
+                }
             },
         )
         .await;
