@@ -359,6 +359,8 @@ async fn shutdown_signal() {
 
 fn serve(args: ServeArgs) -> ExitCode {
     tracing_subscriber::fmt()
+        // Pod logs and files get plain text; a terminal gets colours.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

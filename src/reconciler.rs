@@ -444,10 +444,9 @@ async fn write_status(
     };
     match result {
         Ok(_) => Ok(true),
-        // A failed test operation: the spec is no longer the one checked.
-        Err(kube::Error::Api(status)) if status.code == 422 && status.message.contains("test") => {
-            Ok(false)
-        }
+        // The only operation that can be invalid is the test: the spec is no longer the one
+        // checked (the apiserver says no more than "rejected ... due to an error").
+        Err(kube::Error::Api(status)) if status.code == 422 => Ok(false),
         // Deleted meanwhile: nothing left to write.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
         Err(e) => Err(Error::WriteStatus(e)),

@@ -254,14 +254,20 @@ async fn bsl_created_after_start_up_is_checked() {
     ns.wait_phase(&sentinel, "late", "Available", SOON);
 }
 
-/// lastValidationTime and the count of checks, read from the object and from /metrics.
-fn checks(sentinel: &Sentinel) -> u64 {
+/// How many reconciles ended with `result`, from /metrics.
+fn reconciles(sentinel: &Sentinel, result: &str) -> u64 {
     let metrics = sentinel.get("/metrics").1;
+    let prefix = format!("bsl_sentinel_reconciles_total{{result=\"{result}\"}} ");
     metrics
         .lines()
-        .find_map(|l| l.strip_prefix("bsl_sentinel_reconciles_total{result=\"checked\"} "))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// How many storage checks ran, from /metrics.
+fn checks(sentinel: &Sentinel) -> u64 {
+    reconciles(sentinel, "checked")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -543,4 +549,67 @@ async fn status_and_get_follow_phase_changes_with_exit_codes() {
     let (_, json) = cli(&ns, &["status", "-n", &ns.name, "-o", "json"]);
     let published: Value = serde_json::from_str(&json).unwrap_or_default();
     assert_eq!(published["locations"][0]["name"], "broken", "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_goes_through_the_subresource_where_the_crd_has_one() {
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("subresource").await;
+    let ns = Ns::new(Crd::WithStatusSubresource, "subresource");
+    ns.bsl("primary", &s3.location("subresource", None), json!({}));
+    let sentinel = ns.start("a");
+    // Written to the main resource, the apiserver would drop it: the phase proves /status.
+    sentinel.wait_for("the detected subresource", SOON, || {
+        sentinel.log_text().contains("status_subresource=true")
+    });
+    ns.wait_phase(&sentinel, "primary", "Available", SOON);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_edited_during_a_check_never_gets_the_old_result() {
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("edited").await;
+    // Accepts connections (the kernel completes the handshake) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let silent_url = format!(
+        "http://{}",
+        silent.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    let ns = Ns::new(Crd::Project, "edited");
+    // Checks of the silent endpoint last 10 s and repeat every 2 s: one is in flight when the
+    // spec changes.
+    let sentinel = Sentinel::start(ns.plane, &ns.name, "a", &["--check-timeout", "10s"]);
+    sentinel.wait_for("the reconciler", SOON, || {
+        sentinel
+            .log_text()
+            .contains("no BackupStorageLocation exists")
+    });
+    let mut slow = s3.location("edited", None);
+    if let Some(config) = slow.spec.config.as_mut() {
+        config.insert("s3Url".into(), silent_url);
+    }
+    ns.bsl("edited", &slow, json!({}));
+    std::thread::sleep(Duration::from_secs(2));
+    ns.bsl("edited", &s3.location("edited", None), json!({}));
+    // From here on the spec is the new one: a result of the old one must never be written.
+    let at_edit = ns.status("edited")["lastValidationTime"].clone();
+    let mut stale = Vec::new();
+    sentinel.wait_for("the edited spec's result", Duration::from_secs(40), || {
+        let status = ns.status("edited");
+        if message(&status).contains("timed out") && status["lastValidationTime"] != at_edit {
+            stale.push(status.clone());
+        }
+        status["phase"] == "Available"
+    });
+    assert!(
+        stale.is_empty(),
+        "the old spec's result was written over the new spec: {stale:?}"
+    );
+    let refused = reconciles(&sentinel, "spec_changed");
+    assert!(
+        refused >= 1,
+        "the in-flight check's write was not refused: {}",
+        sentinel.log_text()
+    );
+    drop(silent);
 }

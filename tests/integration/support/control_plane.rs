@@ -30,6 +30,8 @@ pub enum Crd {
     Velero,
     /// `bsl-sentinel crd`.
     Project,
+    /// `bsl-sentinel crd` with a status subresource, as a future CRD might add.
+    WithStatusSubresource,
 }
 
 pub struct ControlPlane {
@@ -50,12 +52,14 @@ struct Shared {
 static SHARED: Mutex<Option<Shared>> = Mutex::new(None);
 static VELERO: OnceLock<ControlPlane> = OnceLock::new();
 static PROJECT: OnceLock<ControlPlane> = OnceLock::new();
+static WITH_STATUS: OnceLock<ControlPlane> = OnceLock::new();
 
 impl ControlPlane {
     pub fn get(crd: Crd) -> &'static ControlPlane {
         let cell = match crd {
             Crd::Velero => &VELERO,
             Crd::Project => &PROJECT,
+            Crd::WithStatusSubresource => &WITH_STATUS,
         };
         cell.get_or_init(|| start_apiserver(crd))
     }
@@ -249,6 +253,7 @@ fn start_apiserver(crd: Crd) -> ControlPlane {
     let name = match crd {
         Crd::Velero => "velero",
         Crd::Project => "project",
+        Crd::WithStatusSubresource => "with-status",
     };
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
@@ -333,10 +338,13 @@ fn start_apiserver(crd: Crd) -> ControlPlane {
 
     let crd_file = match crd {
         Crd::Velero => PathBuf::from(run_script("tests/peers/velero-crd.sh")),
-        Crd::Project => {
-            let yaml = bsl_sentinel::crd::crd_yaml().unwrap_or_else(|e| panic!("crd: {e}"));
-            let file = plane.dir.join("crd.yaml");
-            write(&file, &yaml);
+        Crd::Project | Crd::WithStatusSubresource => {
+            let mut manifest = serde_json::to_value(bsl_sentinel::crd::crd()).unwrap_or_default();
+            if crd == Crd::WithStatusSubresource {
+                manifest["spec"]["versions"][0]["subresources"] = serde_json::json!({"status": {}});
+            }
+            let file = plane.dir.join("crd.json");
+            write(&file, &manifest.to_string());
             file
         }
     };
