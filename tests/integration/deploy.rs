@@ -721,7 +721,6 @@ fn rbac_grants_exactly_what_the_code_needs() {
         &["list", "secrets", "-n", "velero"],
         &["watch", "secrets", "-n", "velero"],
         &["create", "events.events.k8s.io", "-n", "velero"],
-        &["patch", "events.events.k8s.io", "-n", "velero"],
         &["create", "leases.coordination.k8s.io", "-n", "velero"],
         &[
             "get",

@@ -110,7 +110,7 @@ fn message(status: &Value) -> &str {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn valid_bsl_becomes_available_on_both_crds() {
+async fn valid_bsl_becomes_available_on_both_crds_with_an_event() {
     let s3 = SeaweedFs::shared();
     s3.create_bucket("available").await;
     for crd in [Crd::Velero, Crd::Project] {
@@ -124,6 +124,9 @@ async fn valid_bsl_becomes_available_on_both_crds() {
         let status = ns.wait_phase(&sentinel, "primary", "Available", SOON);
         assert_eq!(message(&status), "", "{crd:?}");
         assert!(status["lastValidationTime"].is_string(), "{status}");
+        sentinel.wait_for("the Available event", SOON, || {
+            ns.event_reasons().iter().any(|r| r == "Available")
+        });
         let metrics = sentinel.get("/metrics").1;
         let series = format!(
             r#"bsl_sentinel_bsl_phase{{namespace="{}",name="primary",phase="Available"}} 1"#,
@@ -225,18 +228,14 @@ async fn storage_outage_is_seen_at_the_next_check_and_recovery_too() {
     s3.start();
     s3.create_bucket("outage").await;
     ns.wait_phase(&sentinel, "primary", "Available", Duration::from_secs(40));
-    // Each change was news: an Event for each (the first check passing is not).
-    let reasons = ns.event_reasons();
-    assert_eq!(
-        reasons.iter().filter(|r| *r == "Unavailable").count(),
-        1,
-        "{reasons:?}"
-    );
-    assert_eq!(
-        reasons.iter().filter(|r| *r == "Available").count(),
-        1,
-        "{reasons:?}"
-    );
+    // An Event for each phase change: Available, Unavailable, Available again.
+    let count = |reasons: &[String], reason: &str| reasons.iter().filter(|r| *r == reason).count();
+    let mut reasons = Vec::new();
+    sentinel.wait_for("the recovery's event", SOON, || {
+        reasons = ns.event_reasons();
+        count(&reasons, "Available") == 2
+    });
+    assert_eq!(count(&reasons, "Unavailable"), 1, "{reasons:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

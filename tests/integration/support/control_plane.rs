@@ -87,11 +87,23 @@ impl ControlPlane {
     }
 }
 
+/// A free 127.0.0.1 port below Linux's ephemeral range (32768 and up), so that a server
+/// restarted on the same port never finds it taken by some client's outgoing connection.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"))
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    // Spread by process, so test binaries running at once rarely probe the same ports.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    for _ in 0..SPAN {
+        let port = LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        let port = u16::try_from(port).unwrap_or_else(|_| unreachable!("below 32000"));
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 between {LOW} and {}", LOW + SPAN)
 }
 
 /// Runs `f` on a thread that outlives every test, so that PR_SET_PDEATHSIG (which fires when
