@@ -4,6 +4,7 @@ pub mod admin;
 pub mod admission;
 pub mod bsl;
 pub mod cluster_view;
+pub mod connections;
 pub mod crd;
 pub mod duration;
 pub mod health;

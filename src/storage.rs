@@ -7,13 +7,10 @@
 //! ([`Probe`]): shared HTTP clients, a semaphore per endpoint, a cache of built stores and the one
 //! listing.
 //!
-//! Connections: every store on one endpoint (with the same TLS settings) shares one reqwest
-//! client, so one connection pool, through object_store's [`HttpConnector`]; a check holds one
-//! of the endpoint's `per_endpoint` permits while it runs, and the pool keeps at most
-//! `per_endpoint` idle connections. A thousand BSLs on one endpoint thus have at most
-//! `per_endpoint` requests in flight and, by construction, at most 2 x `per_endpoint` sockets
-//! open (in flight plus idle); in practice `per_endpoint`, sometimes one more, because hyper's
-//! pool races a new connect against a connection still being returned.
+//! Connections: a check holds one of its endpoint's `per_endpoint` permits while it runs, and
+//! its requests go through that endpoint's `per_endpoint` lanes ([`crate::connections`]), so a
+//! thousand BSLs on one endpoint have at most `per_endpoint` sockets open to it, reused from
+//! check to check.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -26,10 +23,11 @@ use object_store::client::{HttpClient, HttpConnector, HttpError, HttpErrorKind};
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
-use reqwest::Url;
 use tokio::sync::Semaphore;
+use url::Url;
 
 use crate::bsl::BackupStorageLocationSpec;
+use crate::connections::{self, Lanes};
 use crate::rules::{self, Provider};
 
 /// The result of one check, as the reconciler turns it into a phase.
@@ -80,11 +78,8 @@ pub const MAX_MESSAGE: usize = 512;
 
 /// Built stores kept for reuse; beyond this the least recently used is dropped.
 const MAX_STORES: usize = 1024;
-/// Endpoints (and TLS settings) whose client and semaphore are kept; beyond this the unused ones
-/// are dropped.
+/// Endpoints, and TLS settings, kept; beyond this the unused ones are dropped.
 const MAX_ENDPOINTS: usize = 256;
-/// How long an idle pooled connection is kept open.
-const POOL_IDLE: Duration = Duration::from_secs(30);
 
 /// The storage probe, shared by all checks.
 pub struct Probe {
@@ -95,26 +90,28 @@ pub struct Probe {
 
 #[derive(Default)]
 struct State {
-    /// Per endpoint key: the permits a check holds while it talks to that endpoint.
-    permits: HashMap<String, Arc<Semaphore>>,
-    /// Per endpoint and TLS settings: the one client (and connection pool) all stores share.
-    clients: HashMap<ClientKey, Arc<reqwest::Client>>,
+    endpoints: HashMap<String, Arc<EndpointShare>>,
+    /// Per TLS settings, the one configuration all stores share, so that a connection made for
+    /// one location is reused for another with the same settings.
+    tls: HashMap<Tls, Arc<rustls::ClientConfig>>,
     stores: HashMap<StoreKey, CachedStore>,
     /// A logical clock for least-recently-used eviction of `stores`.
     tick: u64,
 }
 
-struct CachedStore {
-    store: Arc<dyn ObjectStore>,
-    /// Keeps the client counted as in use while a cached store needs it.
-    _client: Arc<reqwest::Client>,
-    used: u64,
+/// One storage endpoint's share of the probe.
+struct EndpointShare {
+    /// Held by a check while it runs, so its timeout counts only its own turn.
+    checks: Semaphore,
+    /// The sockets all its checks share.
+    lanes: Arc<Lanes>,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct ClientKey {
-    endpoint: String,
-    tls: Tls,
+struct CachedStore {
+    store: Arc<dyn ObjectStore>,
+    /// Keeps the endpoint counted as in use while a cached store sends through its lanes.
+    _endpoint: Arc<EndpointShare>,
+    used: u64,
 }
 
 /// Everything a built store depends on, so that a cached store is reused only where it is the
@@ -127,9 +124,8 @@ struct StoreKey {
 }
 
 impl Probe {
-    /// per_endpoint: max concurrent requests per storage endpoint, and max idle connections
-    /// kept to it (see the module doc for the socket bound); timeout: per check, counted from
-    /// when the check gets one of its endpoint's permits.
+    /// per_endpoint: max concurrent checks of, and max sockets open to, one storage endpoint;
+    /// timeout: per check, counted from when the check gets one of its endpoint's permits.
     pub fn new(per_endpoint: usize, timeout: Duration) -> Probe {
         Probe {
             per_endpoint: per_endpoint.max(1),
@@ -162,19 +158,12 @@ impl Probe {
             }
         };
         let secrets = plan.store.secrets();
-        let permits = self.permits(&plan.endpoint);
+        let endpoint = self.endpoint_of(&plan.endpoint);
         // Never closed, so acquiring fails only if that changes.
-        let Ok(permit) = permits.acquire_owned().await else {
+        let Ok(_turn) = endpoint.checks.acquire().await else {
             return unavailable(FailureReason::Other, "the endpoint's permits are closed");
         };
-        let listed = tokio::time::timeout(self.timeout, self.list(&plan)).await;
-        // The connection goes back to the pool from its own task: let that run before the
-        // permit passes on, or the next check finds no idle connection and hyper opens one
-        // more than the limit.
-        for _ in 0..8 {
-            tokio::task::yield_now().await;
-        }
-        drop(permit);
+        let listed = tokio::time::timeout(self.timeout, self.list(&plan, &endpoint)).await;
         match listed {
             Err(_) => unavailable(
                 FailureReason::Timeout,
@@ -210,23 +199,31 @@ impl Probe {
         }
     }
 
-    fn permits(&self, endpoint: &str) -> Arc<Semaphore> {
+    fn endpoint_of(&self, key: &str) -> Arc<EndpointShare> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(permits) = state.permits.get(endpoint) {
-            return permits.clone();
+        if let Some(endpoint) = state.endpoints.get(key) {
+            return endpoint.clone();
         }
-        if state.permits.len() >= MAX_ENDPOINTS {
-            // A semaphore someone holds (a check in flight) must stay, or the bound breaks.
-            state.permits.retain(|_, p| Arc::strong_count(p) > 1);
+        if state.endpoints.len() >= MAX_ENDPOINTS {
+            // One in use (a check in flight, a cached store) must stay, or two sets of lanes to
+            // one endpoint would break the bound.
+            state.endpoints.retain(|_, e| Arc::strong_count(e) > 1);
         }
-        let permits = Arc::new(Semaphore::new(self.per_endpoint));
-        state.permits.insert(endpoint.to_string(), permits.clone());
-        permits
+        let endpoint = Arc::new(EndpointShare {
+            checks: Semaphore::new(self.per_endpoint),
+            lanes: Lanes::new(self.per_endpoint),
+        });
+        state.endpoints.insert(key.to_string(), endpoint.clone());
+        endpoint
     }
 
     /// The one listing Velero makes: common prefixes under `prefix/` with delimiter "/".
-    async fn list(&self, plan: &Plan) -> Result<Vec<String>, (FailureReason, String)> {
-        let store = self.store(plan)?;
+    async fn list(
+        &self,
+        plan: &Plan,
+        endpoint: &Arc<EndpointShare>,
+    ) -> Result<Vec<String>, (FailureReason, String)> {
+        let store = self.store(plan, endpoint)?;
         let prefix = plan.prefix.as_deref().map(Path::from);
         let listing = store
             .list_with_delimiter(prefix.as_ref())
@@ -239,13 +236,17 @@ impl Probe {
             .collect())
     }
 
-    fn store(&self, plan: &Plan) -> Result<Arc<dyn ObjectStore>, (FailureReason, String)> {
+    fn store(
+        &self,
+        plan: &Plan,
+        endpoint: &Arc<EndpointShare>,
+    ) -> Result<Arc<dyn ObjectStore>, (FailureReason, String)> {
         let key = StoreKey {
             bucket: plan.bucket.clone(),
             store: plan.store.clone(),
             tls: plan.tls.clone(),
         };
-        let client = {
+        let tls = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.tick += 1;
             let tick = state.tick;
@@ -253,10 +254,11 @@ impl Probe {
                 cached.used = tick;
                 return Ok(cached.store.clone());
             }
-            self.client(&mut state, plan)?
+            tls_config(&mut state, &plan.tls).map_err(|m| (FailureReason::Config, m))?
         };
         // Built outside the lock: building may read files (the default credential chains).
-        let store = build_store(plan, &client, self.timeout)
+        let client = connections::Client::new(endpoint.lanes.clone(), tls);
+        let store = build_store(plan, client, self.timeout)
             .map_err(|e| (FailureReason::Config, error_chain(&e)))?;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.stores.len() >= MAX_STORES
@@ -273,36 +275,25 @@ impl Probe {
             key,
             CachedStore {
                 store: store.clone(),
-                _client: client,
+                _endpoint: endpoint.clone(),
                 used,
             },
         );
         Ok(store)
     }
+}
 
-    fn client(
-        &self,
-        state: &mut State,
-        plan: &Plan,
-    ) -> Result<Arc<reqwest::Client>, (FailureReason, String)> {
-        let key = ClientKey {
-            endpoint: plan.endpoint.clone(),
-            tls: plan.tls.clone(),
-        };
-        if let Some(client) = state.clients.get(&key) {
-            return Ok(client.clone());
-        }
-        if state.clients.len() >= MAX_ENDPOINTS {
-            // Only clients no cached store uses: two pools on one endpoint would break the bound.
-            state.clients.retain(|_, c| Arc::strong_count(c) > 1);
-        }
-        let client = Arc::new(
-            http_client(&plan.tls, self.per_endpoint, self.timeout)
-                .map_err(|m| (FailureReason::Config, m))?,
-        );
-        state.clients.insert(key, client.clone());
-        Ok(client)
+/// The shared TLS configuration for a location's settings.
+fn tls_config(state: &mut State, tls: &Tls) -> Result<Arc<rustls::ClientConfig>, String> {
+    if let Some(config) = state.tls.get(tls) {
+        return Ok(config.clone());
     }
+    if state.tls.len() >= MAX_ENDPOINTS {
+        state.tls.retain(|_, c| Arc::strong_count(c) > 1);
+    }
+    let config = connections::tls_config(tls.ca.as_deref(), tls.insecure)?;
+    state.tls.insert(tls.clone(), config.clone());
+    Ok(config)
 }
 
 fn unavailable(reason: FailureReason, message: &str) -> Outcome {
@@ -312,40 +303,11 @@ fn unavailable(reason: FailureReason, message: &str) -> Outcome {
     }
 }
 
-/// One connection pool per endpoint: at most `per_endpoint` idle connections are kept, and the
-/// endpoint's permits bound those in use.
-fn http_client(
-    tls: &Tls,
-    per_endpoint: usize,
-    timeout: Duration,
-) -> Result<reqwest::Client, String> {
-    // reqwest is built without a crypto provider; installing ring again is a harmless no-op.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .user_agent(concat!("bsl-sentinel/", env!("CARGO_PKG_VERSION")))
-        .pool_max_idle_per_host(per_endpoint)
-        .pool_idle_timeout(POOL_IDLE)
-        .connect_timeout(timeout)
-        .tls_danger_accept_invalid_certs(tls.insecure);
-    if let Some(ca) = &tls.ca {
-        let certs = reqwest::Certificate::from_pem_bundle(ca)
-            .map_err(|e| format!("the CA certificate is not a valid PEM bundle: {e}"))?;
-        if certs.is_empty() {
-            return Err("the CA certificate bundle holds no certificate".to_string());
-        }
-        // Added to the system's roots: the same client also reaches token services.
-        builder = builder.tls_certs_merge(certs);
-    }
-    builder
-        .build()
-        .map_err(|e| format!("building the HTTP client: {}", error_chain(&e)))
-}
-
-/// Hands every store built for one endpoint the same client, so they share its pool.
+/// Hands every store built for one endpoint a client on that endpoint's lanes.
 #[derive(Debug)]
-struct SharedClient(reqwest::Client);
+struct Connector(connections::Client);
 
-impl HttpConnector for SharedClient {
+impl HttpConnector for Connector {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
         Ok(HttpClient::new(self.0.clone()))
     }
@@ -353,7 +315,7 @@ impl HttpConnector for SharedClient {
 
 fn build_store(
     plan: &Plan,
-    client: &reqwest::Client,
+    client: connections::Client,
     timeout: Duration,
 ) -> object_store::Result<Arc<dyn ObjectStore>> {
     // One quick retry: a pooled connection the server has closed meanwhile fails the first
@@ -368,7 +330,7 @@ fn build_store(
         max_retries: 1,
         retry_timeout: timeout,
     };
-    let connector = SharedClient(client.clone());
+    let connector = Connector(client);
     let bucket = plan.bucket.as_str();
     Ok(match &plan.store {
         StoreConfig::Aws {
