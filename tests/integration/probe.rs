@@ -371,6 +371,31 @@ async fn azure_tls_trusts_the_configured_ca() {
     assert_eq!(check(&probe, &location).await, Outcome::Available);
 }
 
+/// aws over https with a private CA: rejected without it; trusted from caCert; and, with
+/// insecureSkipTLSVerify, accepted without any CA.
+#[tokio::test]
+async fn aws_tls_trusts_the_configured_ca_or_skips_verification() {
+    let weed = SeaweedFs::shared();
+    let bucket = "tls-aws";
+    weed.seed(bucket, &["backups/b1/velero-backup.json"]).await;
+    let probe = Probe::new(4, TIMEOUT);
+    let location = Peer::Aws.location_at(bucket, &weed.https_endpoint);
+    let message = expect_unavailable(check(&probe, &location).await, FailureReason::Unreachable);
+    assert!(message.contains("certificate"), "{message}");
+
+    let mut trusted = location.clone();
+    trusted.spec.object_storage.ca_cert = Some(ByteString(test_ca_pem().into_bytes()));
+    assert_eq!(check(&probe, &trusted).await, Outcome::Available);
+
+    let mut insecure = location.clone();
+    insecure
+        .spec
+        .config
+        .get_or_insert_default()
+        .insert("insecureSkipTLSVerify".into(), "true".into());
+    assert_eq!(check(&probe, &insecure).await, Outcome::Available);
+}
+
 /// fake-gcs-server answers the XML listing of a missing bucket with 500 (real GCS: 404
 /// NoSuchBucket, classified NotFound by the unit tests); the probe must still say Unavailable.
 #[tokio::test]

@@ -38,6 +38,7 @@ pub const AZURITE_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 /// A BSL spec with a credentials file, ready for `Probe::check`.
+#[derive(Clone)]
 pub struct Location {
     pub spec: BackupStorageLocationSpec,
     pub credential: Vec<u8>,
@@ -77,6 +78,8 @@ fn spec(
 pub struct SeaweedFs {
     /// The S3 endpoint, e.g. http://127.0.0.1:41007.
     pub endpoint: String,
+    /// The same over https, with a certificate from the test CA ([`test_ca_pem`]).
+    pub https_endpoint: String,
     pub s3_port: u16,
     pub access_key: String,
     pub secret_key: String,
@@ -98,9 +101,9 @@ impl SeaweedFs {
             })
             .clone();
         let dir = scratch("seaweedfs");
-        // Ten distinct explicit ports: weed fails at once on a taken one, and its defaults
+        // Eleven distinct explicit ports: weed fails at once on a taken one, and its defaults
         // (gRPC at port+10000) could collide with another test's.
-        let p = free_ports(10);
+        let p = free_ports(11);
         let (access_key, secret_key) =
             ("bsl-admin".to_string(), "bsl-admin-secret-key".to_string());
         let s3_config = dir.join("s3.json");
@@ -110,7 +113,14 @@ impl SeaweedFs {
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
         }]});
         write(&s3_config, &identities.to_string());
-        let s3_port = p[6];
+        // S3 is served over https too, with a certificate from the test CA.
+        let (cert, key) = (dir.join("serving.crt"), dir.join("serving.key"));
+        let pem = test_ca()
+            .issue_server(&["localhost"], &[Ipv4Addr::LOCALHOST.into()])
+            .unwrap_or_else(|e| panic!("certificates: {e}"));
+        write(&cert, &pem.cert);
+        write(&key, &pem.key);
+        let (s3_port, https_port) = (p[6], p[10]);
         let run_dir = dir.clone();
         let launch = move |data: &Path| {
             let mut cmd = Command::new(&weed);
@@ -140,6 +150,9 @@ impl SeaweedFs {
                     data.join("s3.sock").display()
                 ))
                 .arg(format!("-s3.config={}", s3_config.display()))
+                .arg(format!("-s3.port.https={}", p[10]))
+                .arg(format!("-s3.cert.file={}", cert.display()))
+                .arg(format!("-s3.key.file={}", key.display()))
                 .args(["-webdav=false", "-admin.ui=false"])
                 .arg(format!("-admin.port={}", p[8]))
                 .arg(format!("-admin.port.grpc={}", p[9]))
@@ -156,6 +169,7 @@ impl SeaweedFs {
         server.start();
         SeaweedFs {
             endpoint: format!("http://127.0.0.1:{s3_port}"),
+            https_endpoint: format!("https://127.0.0.1:{https_port}"),
             s3_port,
             access_key,
             secret_key,
