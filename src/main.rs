@@ -109,7 +109,7 @@ struct ServeArgs {
     /// Each storage check gives up after this long.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     check_timeout: Duration,
-    /// Concurrent requests, and so connections, per storage endpoint.
+    /// Most sockets ever open to one storage endpoint, and most checks of it at once.
     #[arg(long, default_value_t = 4)]
     max_connections_per_endpoint: usize,
     /// How long a credential Secret read is reused by further checks.
