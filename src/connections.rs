@@ -7,8 +7,8 @@
 //! under reqwest) cannot promise that; the seed's maintainers asked for exactly this bound.
 //!
 //! A lane keeps its connection for the next request to the same origin with the same TLS
-//! settings; otherwise the old socket is closed before a new one is opened. No HTTP proxy is
-//! used.
+//! settings; otherwise the old socket is closed before a new one is opened. Requests go
+//! through the proxies the environment names ([`crate::proxy`]).
 
 use std::fmt;
 use std::io;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HOST, HeaderValue, USER_AGENT};
+use hyper::header::{HOST, HeaderValue, PROXY_AUTHORIZATION, USER_AGENT};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use object_store::client::{
@@ -34,6 +34,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+
+use crate::proxy::{self, Proxies, Proxy};
 
 /// An idle connection older than this is closed rather than reused: servers close idle
 /// keep-alive connections after a while, and a request on a closing one fails.
@@ -137,6 +139,7 @@ impl Lease {
     async fn connect(
         &mut self,
         origin: &Origin,
+        proxy: Option<&Proxy>,
         tls: &Arc<ClientConfig>,
     ) -> Result<&mut SendRequest<HttpRequestBody>, HttpError> {
         let reuse = match &mut self.lane.conn {
@@ -151,7 +154,7 @@ impl Lease {
         }
         let conn = match self.lane.conn.take() {
             Some(conn) => conn,
-            None => open(origin, tls).await?,
+            None => open(origin, proxy, tls).await?,
         };
         let conn = self.lane.conn.insert(conn);
         conn.reusable = false;
@@ -166,13 +169,25 @@ impl Lease {
     }
 }
 
-async fn open(origin: &Origin, tls: &Arc<ClientConfig>) -> Result<Conn, HttpError> {
+async fn open(
+    origin: &Origin,
+    proxy: Option<&Proxy>,
+    tls: &Arc<ClientConfig>,
+) -> Result<Conn, HttpError> {
     let connect_error = |e: io::Error| HttpError::new(HttpErrorKind::Connect, e);
-    let tcp = tokio::net::TcpStream::connect((origin.host.as_str(), origin.port))
+    let (host, port) = proxy.map_or((origin.host.as_str(), origin.port), |p| {
+        (p.host.as_str(), p.port)
+    });
+    let mut tcp = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(connect_error)?;
     let _ = tcp.set_nodelay(true);
     let (sender, driver) = if origin.https {
+        if let Some(proxy) = proxy {
+            proxy::tunnel(&mut tcp, proxy, &origin.host, origin.port)
+                .await
+                .map_err(connect_error)?;
+        }
         let name = ServerName::try_from(origin.host.clone())
             .map_err(|e| connect_error(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
         let stream = tokio_rustls::TlsConnector::from(tls.clone())
@@ -244,11 +259,16 @@ impl Origin {
 pub struct Client {
     lanes: Arc<Lanes>,
     tls: Arc<ClientConfig>,
+    proxies: Arc<Proxies>,
 }
 
 impl Client {
-    pub fn new(lanes: Arc<Lanes>, tls: Arc<ClientConfig>) -> Client {
-        Client { lanes, tls }
+    pub fn new(lanes: Arc<Lanes>, tls: Arc<ClientConfig>, proxies: Arc<Proxies>) -> Client {
+        Client {
+            lanes,
+            tls,
+            proxies,
+        }
     }
 }
 
@@ -258,8 +278,8 @@ impl HttpService for Client {
         let (mut parts, body) = request.into_parts();
         let unusable = |m: String| HttpError::new(HttpErrorKind::Unknown, io::Error::other(m));
         let origin = Origin::of(&parts.uri).map_err(unusable)?;
-        // HTTP/1.1 wants the origin form and a Host header; the connection API leaves both to
-        // its caller.
+        // HTTP/1.1 wants a Host header and, without a proxy, the origin form; the connection
+        // API leaves both to its caller.
         if !parts.headers.contains_key(HOST) {
             let authority = parts
                 .uri
@@ -274,14 +294,29 @@ impl HttpService for Client {
             .headers
             .entry(USER_AGENT)
             .or_insert(HeaderValue::from_static(AGENT));
-        parts.uri = parts
-            .uri
-            .path_and_query()
-            .map(|p| Uri::from(p.clone()))
-            .unwrap_or_else(|| Uri::from_static("/"));
+        let proxy = self
+            .proxies
+            .for_origin(origin.https, &origin.host, origin.port);
+        match proxy {
+            // A plain-http request through a proxy names its target in absolute form.
+            Some(proxy) if !origin.https => {
+                if let Some(auth) = &proxy.authorization {
+                    let auth = HeaderValue::from_str(auth)
+                        .map_err(|e| unusable(format!("proxy credentials: {e}")))?;
+                    parts.headers.insert(PROXY_AUTHORIZATION, auth);
+                }
+            }
+            _ => {
+                parts.uri = parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| Uri::from(p.clone()))
+                    .unwrap_or_else(|| Uri::from_static("/"));
+            }
+        }
 
         let mut lease = self.lanes.lease(&origin, &self.tls).await;
-        let sender = lease.connect(&origin, &self.tls).await?;
+        let sender = lease.connect(&origin, proxy, &self.tls).await?;
         let response = sender
             .send_request(Request::from_parts(parts, body))
             .await

@@ -13,6 +13,7 @@ pub mod lint;
 pub mod listing;
 pub mod metrics;
 pub mod pki;
+pub mod proxy;
 pub mod reconciler;
 pub mod review;
 pub mod rules;

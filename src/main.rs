@@ -285,6 +285,14 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let mut reconciler = None;
     if args.reconciler {
+        // As Velero's plugins do, the checks honour HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+        let (proxies, problems) = bsl_sentinel::proxy::Proxies::from_env();
+        for problem in problems {
+            tracing::warn!("{problem}");
+        }
+        if let Some(proxies) = proxies.describe() {
+            tracing::info!("storage checks go through proxies: {proxies}");
+        }
         let config = bsl_sentinel::reconciler::ReconcilerConfig {
             namespace: (!args.all_namespaces).then(|| args.namespace.clone()),
             status_namespace: args.namespace.clone(),
@@ -292,6 +300,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
             check_timeout: args.check_timeout,
             default_frequency: args.validation_frequency,
             per_endpoint: args.max_connections_per_endpoint,
+            proxies,
             secret_ttl: args.secret_cache_ttl,
             health_reminder: args.health_log_interval,
         };

@@ -31,6 +31,7 @@ use crate::cluster_view::bsl_resource;
 use crate::duration::GoDuration;
 use crate::health::{self, BslState, Level, Verdict};
 use crate::metrics::Metrics;
+use crate::proxy::Proxies;
 use crate::rules;
 use crate::served_crd::SharedServedCrd;
 use crate::status::{self, ServerStatus};
@@ -54,8 +55,10 @@ pub struct ReconcilerConfig {
     pub check_timeout: Duration,
     /// validationFrequency for BSLs that set none (Velero's --store-validation-frequency).
     pub default_frequency: Duration,
-    /// Concurrent requests (so connections) per storage endpoint.
+    /// Most sockets open to, and checks at once of, one storage endpoint.
     pub per_endpoint: usize,
+    /// The HTTP proxies storage checks go through.
+    pub proxies: Proxies,
     /// How long a read Secret is reused before it is read again.
     pub secret_ttl: Duration,
     /// Health is logged when it changes, and at least this often.
@@ -109,7 +112,8 @@ impl Context {
         Arc::new(Context {
             secrets: SecretCache::new(client.clone(), config.secret_ttl),
             client,
-            probe: Probe::new(config.per_endpoint, config.check_timeout),
+            probe: Probe::new(config.per_endpoint, config.check_timeout)
+                .with_proxies(config.proxies.clone()),
             served,
             known: Mutex::default(),
             writes: Semaphore::new(32),

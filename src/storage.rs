@@ -28,6 +28,7 @@ use url::Url;
 
 use crate::bsl::BackupStorageLocationSpec;
 use crate::connections::{self, Lanes};
+use crate::proxy::Proxies;
 use crate::rules::{self, Provider};
 
 /// The result of one check, as the reconciler turns it into a phase.
@@ -85,6 +86,7 @@ const MAX_ENDPOINTS: usize = 256;
 pub struct Probe {
     per_endpoint: usize,
     timeout: Duration,
+    proxies: Arc<Proxies>,
     state: Mutex<State>,
 }
 
@@ -130,7 +132,16 @@ impl Probe {
         Probe {
             per_endpoint: per_endpoint.max(1),
             timeout,
+            proxies: Arc::default(),
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Sends the checks through these proxies (by default, none).
+    pub fn with_proxies(self, proxies: Proxies) -> Probe {
+        Probe {
+            proxies: Arc::new(proxies),
+            ..self
         }
     }
 
@@ -257,7 +268,7 @@ impl Probe {
             tls_config(&mut state, &plan.tls).map_err(|m| (FailureReason::Config, m))?
         };
         // Built outside the lock: building may read files (the default credential chains).
-        let client = connections::Client::new(endpoint.lanes.clone(), tls);
+        let client = connections::Client::new(endpoint.lanes.clone(), tls, self.proxies.clone());
         let store = build_store(plan, client, self.timeout)
             .map_err(|e| (FailureReason::Config, error_chain(&e)))?;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -122,6 +122,7 @@ async fn main() {
         check_timeout: Duration::from_secs(5),
         default_frequency: Duration::from_secs(30),
         per_endpoint: 4,
+        proxies: Default::default(),
         secret_ttl: Duration::from_secs(30),
         health_reminder: Duration::from_secs(300),
     };

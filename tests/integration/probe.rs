@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bsl_sentinel::connections::{self, Lanes};
+use bsl_sentinel::proxy::Proxies;
 use bsl_sentinel::storage::{FailureReason, Outcome, Probe};
 use k8s_openapi::ByteString;
 use object_store::client::{HttpClient, HttpRequestBody};
 
 use crate::support::control_plane::free_port;
+use crate::support::forward_proxy::ForwardProxy;
 use crate::support::storage::{
     Azurite, FakeGcs, Location, SeaweedFs, credentials_ini, test_ca_pem,
 };
@@ -396,6 +398,60 @@ async fn aws_tls_trusts_the_configured_ca_or_skips_verification() {
     assert_eq!(check(&probe, &insecure).await, Outcome::Available);
 }
 
+/// Through an HTTP proxy, as HTTPS_PROXY and HTTP_PROXY name it (Velero's plugins honour
+/// them): https in a CONNECT tunnel, http as absolute-form requests, with the credentials of
+/// the proxy URL. The storage host name resolves only at the proxy, so Available means the
+/// check went through it; wrong credentials give the proxy's own refusal.
+#[tokio::test]
+async fn checks_go_through_the_configured_proxy() {
+    let weed = SeaweedFs::shared();
+    let bucket = "via-proxy";
+    weed.seed(bucket, &["backups/b1/velero-backup.json"]).await;
+    let proxy = ForwardProxy::start("svc", "s3cret pw").await;
+    let through = |user: &str| {
+        let url = format!("http://{user}@127.0.0.1:{}", proxy.port);
+        let (proxies, problems) = Proxies::from_vars(|name| {
+            matches!(name, "HTTPS_PROXY" | "HTTP_PROXY").then(|| url.clone())
+        });
+        assert!(problems.is_empty(), "{problems:?}");
+        Probe::new(4, TIMEOUT).with_proxies(proxies)
+    };
+    let https_port = weed
+        .https_endpoint
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_default();
+    let mut https = Peer::Aws.location_at(bucket, &format!("https://storage.test:{https_port}"));
+    https.spec.object_storage.ca_cert = Some(ByteString(test_ca_pem().into_bytes()));
+    let http = Peer::Aws.location_at(bucket, &format!("http://storage.test:{}", weed.s3_port));
+
+    let probe = through("svc:s3cret%20pw");
+    assert_eq!(check(&probe, &https).await, Outcome::Available);
+    assert_eq!(check(&probe, &http).await, Outcome::Available);
+    let seen = proxy.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        format!("CONNECT storage.test:{https_port} HTTP/1.1")
+    );
+    assert!(
+        seen[1].starts_with(&format!(
+            "GET http://storage.test:{}/{bucket}?",
+            weed.s3_port
+        )),
+        "{seen:?}"
+    );
+
+    let message = expect_unavailable(
+        check(&through("svc:wrong"), &https).await,
+        FailureReason::Unreachable,
+    );
+    assert!(
+        message.contains("407 Proxy Authentication Required") && !message.contains("wrong"),
+        "{message}"
+    );
+}
+
 /// fake-gcs-server answers the XML listing of a missing bucket with 500 (real GCS: 404
 /// NoSuchBucket, classified NotFound by the unit tests); the probe must still say Unavailable.
 #[tokio::test]
@@ -564,7 +620,11 @@ async fn lanes_bound_sockets_on_their_own() {
     const REQUESTS: usize = 1000;
     let weed = SeaweedFs::dedicated();
     let tls = connections::tls_config(None, false).unwrap_or_else(|e| panic!("TLS: {e}"));
-    let client = HttpClient::new(connections::Client::new(Lanes::new(LANES), tls));
+    let client = HttpClient::new(connections::Client::new(
+        Lanes::new(LANES),
+        tls,
+        Arc::default(),
+    ));
     let url = format!("{}/healthz", weed.endpoint);
     let requests = (0..REQUESTS).map(|_| {
         let (client, url) = (client.clone(), url.clone());

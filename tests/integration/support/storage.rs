@@ -113,10 +113,14 @@ impl SeaweedFs {
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
         }]});
         write(&s3_config, &identities.to_string());
-        // S3 is served over https too, with a certificate from the test CA.
+        // S3 is served over https too, with a certificate from the test CA; storage.test is the
+        // name a test proxy resolves.
         let (cert, key) = (dir.join("serving.crt"), dir.join("serving.key"));
         let pem = test_ca()
-            .issue_server(&["localhost"], &[Ipv4Addr::LOCALHOST.into()])
+            .issue_server(
+                &["localhost", "storage.test"],
+                &[Ipv4Addr::LOCALHOST.into()],
+            )
             .unwrap_or_else(|e| panic!("certificates: {e}"));
         write(&cert, &pem.cert);
         write(&key, &pem.key);
