@@ -4,6 +4,7 @@
 //! RSS of bsl-sentinel; then the same with 10% of the BSLs on a port where nothing listens.
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- [--sizes 1000,10000]
+//! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
 
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
@@ -13,7 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use base64::Engine;
+use bsl_sentinel::bsl::{BackupStorageLocation, Phase};
+use futures::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::sentinel::Sentinel;
@@ -96,25 +103,48 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Phased BSLs in the namespace, by phase.
-fn phases(plane: &ControlPlane, ns: &str) -> (usize, usize, usize) {
-    let out = plane.kubectl().run(&[
-        "get",
-        "bsl",
-        "-n",
-        ns,
-        "-o",
-        "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}",
-    ]);
-    let (mut available, mut unavailable, mut other) = (0, 0, 0);
-    for line in out.stdout.lines() {
-        match line.trim() {
-            "Available" => available += 1,
-            "Unavailable" => unavailable += 1,
-            _ => other += 1,
+/// BSLs in the namespace by phase: (Available, Unavailable, other).
+fn count(phases: &HashMap<String, Option<Phase>>) -> (usize, usize, usize) {
+    phases
+        .values()
+        .fold((0, 0, 0), |(a, u, o), phase| match phase {
+            Some(Phase::Available) => (a + 1, u, o),
+            Some(Phase::Unavailable) => (a, u + 1, o),
+            _ => (a, u, o + 1),
+        })
+}
+
+/// Follows the namespace's BSLs with a watch until all `n` have a phase (or `limit` passes).
+/// A watch costs the apiserver one small event per status write; listing 10,000 BSLs every
+/// half second (how this bench first measured) cost it more than bsl-sentinel's own writes.
+async fn wait_phased(
+    plane: &ControlPlane,
+    ns: &str,
+    n: usize,
+    limit: Duration,
+) -> (usize, usize, usize) {
+    let api: Api<BackupStorageLocation> = Api::namespaced(plane.client().await, ns);
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut phases = HashMap::new();
+    let mut last = (0, 0, 0);
+    while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, stream.next()).await {
+        match event {
+            watcher::Event::Apply(bsl) | watcher::Event::InitApply(bsl) => {
+                phases.insert(bsl.name_any(), bsl.phase());
+            }
+            watcher::Event::Delete(bsl) => {
+                phases.remove(&bsl.name_any());
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+        last = count(&phases);
+        if last.0 + last.1 == n {
+            break;
         }
     }
-    (available, unavailable, other)
+    last
 }
 
 async fn run(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, dead_share: usize) {
@@ -164,14 +194,7 @@ async fn run(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, dead_share:
         ],
     );
     let pid = sentinel.pid();
-    let mut last = (0, 0, 0);
-    while started.elapsed() < Duration::from_secs(600) {
-        last = phases(plane, &ns);
-        if last.0 + last.1 == n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let last = wait_phased(plane, &ns, n, Duration::from_secs(600)).await;
     let phased = started.elapsed();
     let requests = counters.requests.load(Ordering::SeqCst);
     let healthy = n - n * dead_share / 100;

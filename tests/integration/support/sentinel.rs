@@ -18,8 +18,11 @@ pub struct Sentinel {
 }
 
 /// The binary cargo built for the tests (examples, which cargo gives no such variable, find it
-/// beside their own folder).
+/// beside their own folder), or the one BSL_SENTINEL_BIN names (to compare another build).
 pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("BSL_SENTINEL_BIN") {
+        return path.into();
+    }
     if let Some(path) = option_env!("CARGO_BIN_EXE_bsl-sentinel") {
         return path.into();
     }
