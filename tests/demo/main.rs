@@ -139,19 +139,27 @@ async fn main() {
     show(out);
 
     step(
-        "kubectl apply of two valid BSLs: one on the S3 server, one on a port where nothing listens",
+        "kubectl apply of two valid BSLs, one on the S3 server, one on a port where nothing \
+         listens: the object the create returns carries the webhook's initial phase",
     );
-    show(kubectl.apply(NS, &manifest("primary", &s3.endpoint, true)));
-    show(kubectl.apply(
-        NS,
-        &manifest(
-            "offline",
-            &format!("http://127.0.0.1:{}", free_port()),
-            false,
-        ),
-    ));
-    step("right after the create: the webhook's initial phase");
-    show(kubectl.ok(&["get", "bsl", "-n", NS]));
+    let offline = format!("http://127.0.0.1:{}", free_port());
+    for (name, url, default) in [
+        ("primary", &s3.endpoint, true),
+        ("offline", &offline, false),
+    ] {
+        show(kubectl.run_with_stdin(
+            &[
+                "apply",
+                "-n",
+                NS,
+                "-f",
+                "-",
+                "-o",
+                "jsonpath={.metadata.name} created: phase {.status.phase}, message \"{.status.message}\"{\"\\n\"}",
+            ],
+            &manifest(name, url, default),
+        ));
+    }
 
     step("a few seconds later: the reconciler's checks moved the phases");
     let start = Instant::now();
