@@ -304,7 +304,7 @@ fn check_bucket(bucket: &str, provider: Option<Provider>, r: &mut Report) {
 }
 
 /// An S3 multi-region access point: `arn:aws:s3::<12-digit account>:accesspoint/<alias>`.
-fn is_mrap_arn(bucket: &str) -> bool {
+pub fn is_mrap_arn(bucket: &str) -> bool {
     bucket
         .strip_prefix("arn:aws:s3::")
         .and_then(|rest| rest.split_once(":accesspoint/"))

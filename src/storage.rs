@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-use object_store::client::{HttpClient, HttpConnector, HttpError, HttpErrorKind};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequestBody, HttpService,
+};
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
@@ -77,6 +79,9 @@ impl FailureReason {
 /// `kubectl get -o wide`.
 pub const MAX_MESSAGE: usize = 512;
 
+/// AWS's global S3 endpoint, where a bucket's region is looked up.
+const AWS_GLOBAL: &str = "https://s3.amazonaws.com";
+
 /// Built stores kept for reuse; beyond this the least recently used is dropped.
 const MAX_STORES: usize = 1024;
 /// Endpoints, and TLS settings, kept; beyond this the unused ones are dropped.
@@ -87,6 +92,8 @@ pub struct Probe {
     per_endpoint: usize,
     timeout: Duration,
     proxies: Arc<Proxies>,
+    /// Another S3 service standing in for AWS (see [`Probe::with_aws_service`]).
+    aws_service: Option<String>,
     state: Mutex<State>,
 }
 
@@ -97,6 +104,8 @@ struct State {
     /// one location is reused for another with the same settings.
     tls: HashMap<Tls, Arc<rustls::ClientConfig>>,
     stores: HashMap<StoreKey, CachedStore>,
+    /// Buckets' regions, as looked up.
+    regions: HashMap<String, String>,
     /// A logical clock for least-recently-used eviction of `stores`.
     tick: u64,
 }
@@ -133,6 +142,7 @@ impl Probe {
             per_endpoint: per_endpoint.max(1),
             timeout,
             proxies: Arc::default(),
+            aws_service: None,
             state: Mutex::new(State::default()),
         }
     }
@@ -145,10 +155,116 @@ impl Probe {
         }
     }
 
+    /// Sends aws BSLs with neither config.region nor config.s3Url to this S3 service instead
+    /// of AWS: the bucket's region is looked up there, and the listing goes there (path style)
+    /// with that region. For another partition's endpoint, or a test server.
+    pub fn with_aws_service(self, url: &str) -> Probe {
+        Probe {
+            aws_service: Some(url.trim_end_matches('/').to_string()),
+            ..self
+        }
+    }
+
     /// credential: the bytes of the Secret key spec.credential names (None if unset);
     /// ca_from_ref: the bytes of the Secret key spec.objectStorage.caCertRef names (None if
     /// unset).
     pub async fn check(
+        &self,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+    ) -> Outcome {
+        let Some(bucket) = region_unknown(spec) else {
+            return self.check_in_region(spec, credential, ca_from_ref).await;
+        };
+        let region = match self.bucket_region(bucket).await {
+            Ok(region) => region,
+            Err(outcome) => return outcome,
+        };
+        let mut spec = spec.clone();
+        let config = spec.config.get_or_insert_default();
+        config.insert("region".into(), region);
+        if let Some(url) = &self.aws_service {
+            config.insert("s3Url".into(), url.clone());
+            config.insert("s3ForcePathStyle".into(), "true".into());
+        }
+        let outcome = self.check_in_region(&spec, credential, ca_from_ref).await;
+        if outcome != Outcome::Available {
+            // A bucket made again elsewhere has another region: look it up afresh next time.
+            self.state().regions.remove(bucket);
+        }
+        outcome
+    }
+
+    /// The bucket's region as Velero's aws plugin finds it for a BSL that names neither region
+    /// nor s3Url: an unsigned HEAD of the bucket, whose answer (even a refusal) carries
+    /// x-amz-bucket-region. Remembered per bucket.
+    pub async fn bucket_region(&self, bucket: &str) -> Result<String, Outcome> {
+        if let Some(region) = self.state().regions.get(bucket) {
+            return Ok(region.clone());
+        }
+        let (service, url) = match &self.aws_service {
+            Some(service) => (service.as_str(), format!("{service}/{bucket}")),
+            None if virtual_hostable(bucket, "https") => {
+                (AWS_GLOBAL, format!("https://{bucket}.s3.amazonaws.com"))
+            }
+            None => (AWS_GLOBAL, format!("{AWS_GLOBAL}/{bucket}")),
+        };
+        let what = format!("looking up the region of bucket {bucket:?} at {service}");
+        let failed = |reason, detail: String| unavailable(reason, &sanitize(&detail, &[]));
+        let request = hyper::Request::head(&url)
+            .body(HttpRequestBody::empty())
+            .map_err(|e| failed(FailureReason::Config, format!("{what}: {e}")))?;
+        let endpoint = self.endpoint_of(&parse_endpoint_url("s3Url", service).0);
+        let Ok(_turn) = endpoint.checks.acquire().await else {
+            return Err(unavailable(
+                FailureReason::Other,
+                "the endpoint's permits are closed",
+            ));
+        };
+        let tls = tls_config(&mut self.state(), &Tls::default())
+            .map_err(|m| failed(FailureReason::Config, m))?;
+        let client = connections::Client::new(endpoint.lanes.clone(), tls, self.proxies.clone());
+        let response = match tokio::time::timeout(self.timeout, client.call(request)).await {
+            Err(_) => {
+                let message = format!("timed out after {:?} {what}", self.timeout);
+                return Err(failed(FailureReason::Timeout, message));
+            }
+            Ok(Err(e)) => {
+                let reason = classify(Some(e.kind()), None, None);
+                return Err(failed(reason, format!("{what}: {}", root_cause(&e))));
+            }
+            Ok(Ok(response)) => response,
+        };
+        let region = response
+            .headers()
+            .get("x-amz-bucket-region")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        let region = match (region, response.status().as_u16()) {
+            (Some(region), _) => region,
+            (None, 404) => {
+                let message = format!("bucket {bucket:?} does not exist at {service} (HTTP 404)");
+                return Err(failed(FailureReason::NotFound, message));
+            }
+            // No answer to go by: AWS's default region, and the listing tells the rest.
+            (None, _) => return Ok("us-east-1".into()),
+        };
+        let mut state = self.state();
+        if state.regions.len() >= MAX_STORES {
+            state.regions.clear();
+        }
+        state.regions.insert(bucket.to_string(), region.clone());
+        Ok(region)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn check_in_region(
         &self,
         spec: &BackupStorageLocationSpec,
         credential: Option<&[u8]>,
@@ -211,7 +327,7 @@ impl Probe {
     }
 
     fn endpoint_of(&self, key: &str) -> Arc<EndpointShare> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state();
         if let Some(endpoint) = state.endpoints.get(key) {
             return endpoint.clone();
         }
@@ -258,7 +374,7 @@ impl Probe {
             tls: plan.tls.clone(),
         };
         let tls = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state();
             state.tick += 1;
             let tick = state.tick;
             if let Some(cached) = state.stores.get_mut(&key) {
@@ -271,7 +387,7 @@ impl Probe {
         let client = connections::Client::new(endpoint.lanes.clone(), tls, self.proxies.clone());
         let store = build_store(plan, client, self.timeout)
             .map_err(|e| (FailureReason::Config, error_chain(&e)))?;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state();
         if state.stores.len() >= MAX_STORES
             && let Some(oldest) = state
                 .stores
@@ -569,6 +685,13 @@ fn plan(
     if bucket.is_empty() {
         return Err(Refusal::Invalid("the bucket name is empty".into()));
     }
+    if provider == Provider::Aws && rules::is_mrap_arn(&bucket) {
+        return Err(Refusal::Unsupported(
+            "bsl-sentinel cannot check an S3 multi-region access point (it needs SigV4A \
+             signing); the phase is left to Velero"
+                .into(),
+        ));
+    }
     if bucket.contains('/') {
         // Velero's wording (IsValid).
         return Err(Refusal::Invalid(format!(
@@ -611,6 +734,22 @@ fn plan(
         prefix,
         store,
     })
+}
+
+/// The bucket of an aws BSL that names neither config.region nor config.s3Url, whose region
+/// is then the bucket's own (Velero's rule); None for every other BSL.
+fn region_unknown(spec: &BackupStorageLocationSpec) -> Option<&str> {
+    if rules::known_provider(&spec.provider) != Some(Provider::Aws) {
+        return None;
+    }
+    if let Some(config) = &spec.config
+        && (config_value(config, "region").is_some() || config_value(config, "s3Url").is_some())
+    {
+        return None;
+    }
+    let bucket = spec.object_storage.bucket.trim_matches('/');
+    // The plan reports an empty bucket, one with a slash, or an access point.
+    (!bucket.is_empty() && !bucket.contains('/')).then_some(bucket)
 }
 
 fn config_value<'a>(config: &'a Config, key: &str) -> Option<&'a str> {
@@ -1255,6 +1394,36 @@ mod tests {
                     .into()
             ))
         );
+    }
+
+    #[test]
+    fn multi_region_access_point_is_unsupported() {
+        let mrap = "arn:aws:s3::123456789012:accesspoint/mfzwi23gnjvgw.mrap";
+        assert!(matches!(
+            plan(&spec("aws", mrap, &[("region", "us-east-1")]), None, None),
+            Err(Refusal::Unsupported(m)) if m.contains("multi-region access point")
+        ));
+        assert_eq!(region_unknown(&spec("aws", mrap, &[])), None);
+    }
+
+    #[test]
+    fn region_is_the_buckets_only_without_region_and_s3_url() {
+        assert_eq!(region_unknown(&spec("aws", "/b1/", &[])), Some("b1"));
+        assert_eq!(
+            region_unknown(&spec("velero.io/aws", "b1", &[("region", " ")])),
+            Some("b1"),
+            "a blank region is none"
+        );
+        assert_eq!(
+            region_unknown(&spec("aws", "b1", &[("region", "eu-west-1")])),
+            None
+        );
+        assert_eq!(
+            region_unknown(&spec("aws", "b1", &[("s3Url", "http://minio:9000")])),
+            None
+        );
+        assert_eq!(region_unknown(&spec("gcp", "b1", &[])), None);
+        assert_eq!(region_unknown(&spec("aws", "a/b", &[])), None);
     }
 
     #[test]

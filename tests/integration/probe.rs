@@ -17,7 +17,7 @@ use object_store::client::{HttpClient, HttpRequestBody};
 use crate::support::control_plane::free_port;
 use crate::support::forward_proxy::ForwardProxy;
 use crate::support::storage::{
-    Azurite, FakeGcs, Location, SeaweedFs, credentials_ini, test_ca_pem,
+    Azurite, FakeGcs, Location, Moto, SeaweedFs, credentials_ini, test_ca_pem,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -448,6 +448,43 @@ async fn checks_go_through_the_configured_proxy() {
     );
     assert!(
         message.contains("407 Proxy Authentication Required") && !message.contains("wrong"),
+        "{message}"
+    );
+}
+
+/// An aws BSL naming neither region nor s3Url is in its bucket's own region, which Velero finds
+/// with an unsigned HEAD of the bucket at AWS (here moto stands in for AWS): the answer carries
+/// x-amz-bucket-region. A missing bucket says so.
+#[tokio::test]
+async fn aws_region_is_looked_up_from_the_bucket() {
+    let moto = Moto::shared();
+    moto.seed("velero-eu", "eu-west-1", &["backups/b1/velero-backup.json"])
+        .await;
+    moto.seed("velero-ap", "ap-southeast-2", &["restic/r1/config"])
+        .await;
+    let probe = Probe::new(4, TIMEOUT).with_aws_service(&moto.endpoint);
+    assert_eq!(
+        probe.bucket_region("velero-eu").await,
+        Ok("eu-west-1".into())
+    );
+    assert_eq!(
+        probe.bucket_region("velero-ap").await,
+        Ok("ap-southeast-2".into())
+    );
+    assert_eq!(
+        check(&probe, &moto.location("velero-eu")).await,
+        Outcome::Available
+    );
+    assert_eq!(
+        check(&probe, &moto.location("velero-ap")).await,
+        Outcome::Available
+    );
+    let message = expect_unavailable(
+        check(&probe, &moto.location("no-such-velero-bucket")).await,
+        FailureReason::NotFound,
+    );
+    assert!(
+        message.contains("bucket \"no-such-velero-bucket\" does not exist"),
         "{message}"
     );
 }

@@ -508,6 +508,88 @@ impl Azurite {
 }
 
 // ---------------------------------------------------------------------------------------------
+// moto
+
+/// moto's S3 server standing in for AWS itself: like AWS, it answers a HEAD of a bucket with
+/// the bucket's region (x-amz-bucket-region). It accepts any credentials.
+pub struct Moto {
+    /// e.g. http://127.0.0.1:41009
+    pub endpoint: String,
+    _server: Server,
+}
+
+impl Moto {
+    pub fn shared() -> &'static Moto {
+        static SHARED: OnceLock<Moto> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            let bin = PathBuf::from(run_script("tests/peers/install-moto.sh"));
+            let port = free_port();
+            let launch = move |_: &Path| {
+                let mut cmd = Command::new(&bin);
+                cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+                cmd
+            };
+            let ready = move || http_status(port, "/").is_some();
+            let server = Server::new("moto", scratch("moto"), Box::new(launch), Box::new(ready));
+            server.start();
+            Moto {
+                endpoint: format!("http://127.0.0.1:{port}"),
+                _server: server,
+            }
+        })
+    }
+
+    /// An aws BSL on this bucket that names neither region nor s3Url, as for AWS itself.
+    pub fn location(&self, bucket: &str) -> Location {
+        Location {
+            spec: spec("aws", bucket, None, &[]),
+            credential: credentials_ini("AKIAMOTOTESTKEY00000", "moto-test-secret-key")
+                .into_bytes(),
+        }
+    }
+
+    /// Creates the bucket in `region` as the AWS CLI does (a CreateBucketConfiguration, signed
+    /// for that region) and puts one small object at each key.
+    pub async fn seed(&self, bucket: &str, region: &str, keys: &[&str]) {
+        let credential = AwsCredential {
+            key_id: "AKIAMOTOTESTKEY00000".into(),
+            secret_key: "moto-test-secret-key".into(),
+            token: None,
+        };
+        let url = format!("{}/{bucket}", self.endpoint);
+        let body = format!(
+            "<CreateBucketConfiguration><LocationConstraint>{region}</LocationConstraint>\
+             </CreateBucketConfiguration>"
+        );
+        retry(&format!("creating bucket {bucket} on moto"), || async {
+            let mut request = request("PUT", &url, HttpRequestBody::from(body.clone()));
+            request.headers_mut().insert(
+                "content-type",
+                hyper::header::HeaderValue::from_static("application/xml"),
+            );
+            AwsAuthorizer::new(&credential, "s3", region)
+                .try_authorize(&mut request, None)
+                .unwrap_or_else(|e| panic!("signing: {e}"));
+            match send(request).await {
+                Err(e) if e.contains("BucketAlreadyOwnedByYou") => Ok(()),
+                other => other,
+            }
+        })
+        .await;
+        let store = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region(region)
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_access_key_id(&credential.key_id)
+            .with_secret_access_key(&credential.secret_key)
+            .build()
+            .unwrap_or_else(|e| panic!("S3 store for {bucket}: {e}"));
+        put_all(&store, keys).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Shared plumbing
 
 /// The CA of the TLS peers' serving certificates, one per test binary.
