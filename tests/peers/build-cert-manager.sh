@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds cert-manager's controller and cainjector (github.com/cert-manager/cert-manager v1.21.2,
 # from the Go module proxy) into a cache keyed by tests/peers/cert-manager (go.mod, go.sum and
-# the two main packages), so that a second run is instant.
+# its Go sources), so that a second run is instant.
 #
 # Prints two lines on stdout, the last two:
 #   bin=<folder holding cert-manager-controller and cert-manager-cainjector>
@@ -26,7 +26,8 @@ mod="$here/cert-manager"
 need_go_for "$mod"
 version=$(sed -n 's#^\s*github.com/cert-manager/cert-manager \(v[^ ]*\).*#\1#p' "$mod/go.mod" | head -n1)
 [ -n "$version" ] || die "$mod/go.mod does not require github.com/cert-manager/cert-manager"
-key=$(cat "$mod/go.mod" "$mod/go.sum" "$mod"/controller/*.go "$mod"/cainjector/*.go | sha256sum | cut -c1-16)
+key=$(cat "$mod/go.mod" "$mod/go.sum" "$mod"/controller/*.go "$mod"/cainjector/*.go \
+  "$mod"/internal/peer/*.go | sha256sum | cut -c1-16)
 out="$(cache_root)/peers/cert-manager-$key"
 
 crds() {

@@ -13,8 +13,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +23,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	apireg "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,29 +33,14 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 	"github.com/cert-manager/cert-manager/pkg/util"
+
+	"bsl-sentinel/tests/peers/cert-manager/internal/peer"
 )
 
 func main() {
-	fs := flag.NewFlagSet("cert-manager-cainjector", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the apiserver to manage (required)")
-	namespace := fs.String("namespace", "", "only watch this namespace (default: all)")
-	leaderElect := fs.Bool("leader-elect", false, "accepted for familiarity; only false is supported")
-	version := fs.Bool("version", false, "print the cert-manager module version and exit")
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
-	_ = fs.Parse(os.Args[1:])
-
-	if *version {
-		fmt.Println(moduleVersion())
-		return
-	}
-	if *kubeconfig == "" {
-		fail("--kubeconfig is required")
-	}
-	if *leaderElect {
-		fail("--leader-elect=true is not supported by this build")
-	}
+	flags := peer.NewFlags("cert-manager-cainjector")
+	flags.Parse()
+	kubeconfig, namespace := flags.Kubeconfig, flags.Namespace
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,7 +51,7 @@ func main() {
 
 	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
-		fail("reading %s: %v", *kubeconfig, err)
+		peer.Fail("reading %s: %v", *kubeconfig, err)
 	}
 	restConfig = util.RestConfigWithUserAgent(restConfig, "cainjector")
 
@@ -98,7 +80,7 @@ func main() {
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		fail("creating the manager: %v", err)
+		peer.Fail("creating the manager: %v", err)
 	}
 
 	err = cainjector.RegisterAllInjectors(ctx, mgr, cainjector.SetupOptions{
@@ -112,15 +94,10 @@ func main() {
 		},
 	})
 	if err != nil {
-		fail("registering the injectors: %v", err)
+		peer.Fail("registering the injectors: %v", err)
 	}
-	log.Info("cert-manager cainjector starting", "version", moduleVersion())
+	log.Info("cert-manager cainjector starting", "version", peer.ModuleVersion())
 	if err := mgr.Start(ctx); err != nil {
-		fail("running the manager: %v", err)
+		peer.Fail("running the manager: %v", err)
 	}
-}
-
-func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "error: "+format+"\n", args...)
-	os.Exit(1)
 }

@@ -13,16 +13,12 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"k8s.io/klog/v2"
 
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
@@ -41,6 +37,8 @@ import (
 	_ "github.com/cert-manager/cert-manager/pkg/controller/issuers"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"
+
+	"bsl-sentinel/tests/peers/cert-manager/internal/peer"
 )
 
 // The controllers run by default: everything needed to issue and renew Certificates from
@@ -60,30 +58,13 @@ var defaultControllers = []string{
 }
 
 func main() {
-	fs := flag.NewFlagSet("cert-manager-controller", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the apiserver to manage (required)")
-	namespace := fs.String("namespace", "", "only watch this namespace (default: all)")
-	clusterResourceNamespace := fs.String("cluster-resource-namespace", "kube-system",
+	flags := peer.NewFlags("cert-manager-controller")
+	clusterResourceNamespace := flags.FS.String("cluster-resource-namespace", "kube-system",
 		"namespace holding the Secrets of ClusterIssuers")
-	controllers := fs.String("controllers", strings.Join(defaultControllers, ","),
+	controllers := flags.FS.String("controllers", strings.Join(defaultControllers, ","),
 		"comma-separated controllers to run")
-	leaderElect := fs.Bool("leader-elect", false, "accepted for familiarity; only false is supported")
-	version := fs.Bool("version", false, "print the cert-manager module version and exit")
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
-	_ = fs.Parse(os.Args[1:])
-
-	if *version {
-		fmt.Println(moduleVersion())
-		return
-	}
-	if *kubeconfig == "" {
-		fail("--kubeconfig is required")
-	}
-	if *leaderElect {
-		fail("--leader-elect=true is not supported by this build")
-	}
+	flags.Parse()
+	kubeconfig, namespace := flags.Kubeconfig, flags.Namespace
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -109,7 +90,7 @@ func main() {
 	}
 	factory, err := controllerpkg.NewContextFactory(ctx, opts)
 	if err != nil {
-		fail("building the controller context: %v", err)
+		peer.Fail("building the controller context: %v", err)
 	}
 
 	var wg sync.WaitGroup
@@ -124,11 +105,11 @@ func main() {
 		}
 		construct, ok := known[name]
 		if !ok {
-			fail("unknown controller %q", name)
+			peer.Fail("unknown controller %q", name)
 		}
 		iface, err := construct(factory)
 		if err != nil {
-			fail("starting controller %s: %v", name, err)
+			peer.Fail("starting controller %s: %v", name, err)
 		}
 		wg.Add(1)
 		go func() {
@@ -145,17 +126,12 @@ func main() {
 	// the controllers registered theirs above. Start them now.
 	base, err := factory.Build()
 	if err != nil {
-		fail("building the controller context: %v", err)
+		peer.Fail("building the controller context: %v", err)
 	}
 	base.KubeSharedInformerFactory.Start(ctx.Done())
 	base.SharedInformerFactory.Start(ctx.Done())
 	base.HTTP01ResourceMetadataInformersFactory.Start(ctx.Done())
-	log.Info("cert-manager controllers started", "version", moduleVersion())
+	log.Info("cert-manager controllers started", "version", peer.ModuleVersion())
 	wg.Wait()
 	logf.FlushLogs()
-}
-
-func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "error: "+format+"\n", args...)
-	os.Exit(1)
 }
