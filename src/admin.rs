@@ -7,13 +7,13 @@ use std::sync::Arc;
 use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
 
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::reconciler::Context;
-use crate::served_crd::SharedServedCrd;
 use crate::status;
 
 pub struct Admin {
     pub metrics: Arc<Metrics>,
-    pub served: SharedServedCrd,
+    pub readiness: Readiness,
     pub client: kube::Client,
     /// Where the status is published.
     pub namespace: String,
@@ -25,16 +25,8 @@ async fn livez() -> HttpResponse {
     HttpResponse::Ok().body("ok")
 }
 
-/// Ready once the served CRD was read: until then the webhook's stamp is only a guess.
-pub fn readiness(served: &SharedServedCrd) -> HttpResponse {
-    match served.load().as_ref() {
-        Some(_) => HttpResponse::Ok().body("ok"),
-        None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
-    }
-}
-
 async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
-    readiness(&admin.served)
+    admin.readiness.response()
 }
 
 async fn metrics(admin: web::Data<Admin>) -> HttpResponse {
@@ -73,6 +65,8 @@ pub fn serve(listener: TcpListener, admin: Admin) -> std::io::Result<(Server, So
     })
     .workers(1)
     .disable_signals()
+    // Requests in flight get this long to finish on a graceful stop.
+    .shutdown_timeout(5)
     .listen(listener)?
     .run();
     Ok((server, addr))

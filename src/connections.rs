@@ -35,7 +35,61 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::proxy::{self, Proxies, Proxy};
+use crate::proxy::{self, Proxies, Proxy, authority};
+
+tokio::task_local! {
+    /// Where the requests of the check running in this task stand.
+    static PROGRESS: Arc<Progress>;
+}
+
+/// The step a check's requests are in, so that a check that times out can say what it timed
+/// out on (connecting, the TLS handshake, the first byte of the response).
+#[derive(Debug, Default)]
+pub struct Progress(Mutex<Option<Step>>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Lane(String),
+    Connect(String),
+    Tunnel(String),
+    Tls(String),
+    FirstByte(String),
+    Body(String),
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Lane(origin) => write!(f, "waiting for a free connection to {origin}"),
+            Step::Connect(address) => write!(f, "connecting to {address}"),
+            Step::Tunnel(proxy) => write!(f, "opening a tunnel through proxy {proxy}"),
+            Step::Tls(host) => write!(f, "in the TLS handshake with {host}"),
+            Step::FirstByte(origin) => {
+                write!(
+                    f,
+                    "waiting for the first byte of the response from {origin}"
+                )
+            }
+            Step::Body(origin) => write!(f, "reading the response from {origin}"),
+        }
+    }
+}
+
+impl Progress {
+    /// Runs `f` (a check) with its requests reporting their steps here.
+    pub async fn track<F: std::future::Future>(self: &Arc<Self>, f: F) -> F::Output {
+        PROGRESS.scope(self.clone(), f).await
+    }
+
+    /// The step the requests were in last.
+    pub fn step(&self) -> Option<Step> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn enter(step: Step) {
+    let _ = PROGRESS.try_with(|p| *p.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(step));
+}
 
 /// An idle connection older than this is closed rather than reused: servers close idle
 /// keep-alive connections after a while, and a request on a closing one fails.
@@ -178,18 +232,21 @@ async fn open(
     let (host, port) = proxy.map_or((origin.host.as_str(), origin.port), |p| {
         (p.host.as_str(), p.port)
     });
+    enter(Step::Connect(authority(host, port)));
     let mut tcp = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(connect_error)?;
     let _ = tcp.set_nodelay(true);
     let (sender, driver) = if origin.https {
         if let Some(proxy) = proxy {
+            enter(Step::Tunnel(authority(&proxy.host, proxy.port)));
             proxy::tunnel(&mut tcp, proxy, &origin.host, origin.port)
                 .await
                 .map_err(connect_error)?;
         }
         let name = ServerName::try_from(origin.host.clone())
             .map_err(|e| connect_error(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+        enter(Step::Tls(authority(&origin.host, origin.port)));
         let stream = tokio_rustls::TlsConnector::from(tls.clone())
             .connect(name, tcp)
             .await
@@ -230,6 +287,13 @@ struct Origin {
     /// Without the brackets of an IPv6 literal.
     host: String,
     port: u16,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}", authority(&self.host, self.port))
+    }
 }
 
 impl Origin {
@@ -315,12 +379,15 @@ impl HttpService for Client {
             }
         }
 
+        enter(Step::Lane(origin.to_string()));
         let mut lease = self.lanes.lease(&origin, &self.tls).await;
         let sender = lease.connect(&origin, proxy, &self.tls).await?;
+        enter(Step::FirstByte(origin.to_string()));
         let response = sender
             .send_request(Request::from_parts(parts, body))
             .await
             .map_err(|e| HttpError::new(HttpErrorKind::Request, e))?;
+        enter(Step::Body(origin.to_string()));
         let (parts, body) = response.into_parts();
         let body = LeasedBody {
             body,

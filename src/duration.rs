@@ -33,6 +33,11 @@ impl GoDuration {
         GoDuration(nanos)
     }
 
+    /// A std duration as Go prints it (saturating at Go's limit of about 292 years).
+    pub fn from_std(d: std::time::Duration) -> Self {
+        GoDuration(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    }
+
     pub fn nanos(self) -> i64 {
         self.0
     }

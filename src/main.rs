@@ -85,16 +85,16 @@ struct ServeArgs {
     #[arg(long, default_value = "/etc/bsl-sentinel/tls/tls.key")]
     tls_key: PathBuf,
     /// How often the certificate files are checked for changes.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
     cert_reload_interval: Duration,
     /// Worker threads serving the webhook.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = positive_count)]
     webhook_workers: usize,
     /// Address of the admin port (HTTP): /livez, /readyz, /metrics, /status.
     #[arg(long, default_value = "0.0.0.0:8080")]
     admin_addr: SocketAddr,
     /// How often the served BSL CRD is re-read to learn what it allows.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
     crd_refresh_interval: Duration,
     /// Namespace of bsl-sentinel and of the BSLs' Secrets.
     #[arg(long, env = "POD_NAMESPACE", default_value = "velero")]
@@ -106,11 +106,11 @@ struct ServeArgs {
     /// --store-validation-frequency); 0 checks each BSL once and on spec changes.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     validation_frequency: Duration,
-    /// Each storage check gives up after this long.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Each storage check gives up after this long, counted from its endpoint's turn.
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
     check_timeout: Duration,
     /// Most sockets ever open to one storage endpoint, and most checks of it at once.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = positive_count)]
     max_connections_per_endpoint: usize,
     /// How long a credential Secret read is reused by further checks.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
@@ -123,20 +123,53 @@ struct ServeArgs {
     #[arg(long, default_value = "bsl-sentinel")]
     lease_name: String,
     /// How long a leader's claim lasts without renewal; another replica takes over after it.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    /// The leader steps down when it could not renew for 2/3 of it, and retries every fifth.
+    #[arg(long, default_value = "15s", value_parser = lease_duration)]
     lease_duration: Duration,
     /// This replica's identity in the Lease and the status (default: POD_NAME, else hostname).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// The BSLs' health is logged when it changes and at least this often.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = positive_duration)]
     health_log_interval: Duration,
+    /// On SIGTERM: how long readiness is false while the webhook still serves (so the
+    /// Service stops sending reviews), and then the most time in-flight checks, status
+    /// writes and reviews get to finish before the Lease is released.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
 }
 
 /// Flags take Kubernetes durations ("10s", "1m30s"), like Velero's.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = GoDuration::parse(text).map_err(|e| e.to_string())?;
     d.to_std().ok_or_else(|| format!("{text:?} is negative"))
+}
+
+/// An interval or timeout: zero would spin a loop or fail every check.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?}: must be more than 0")),
+        d => Ok(d),
+    }
+}
+
+/// The Lease records whole seconds.
+fn lease_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{text:?}: must be a whole number of seconds, at least 1s"
+        ));
+    }
+    Ok(d)
+}
+
+fn positive_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -183,10 +216,7 @@ async fn get(
     output: Option<Format>,
 ) -> Result<ExitCode, String> {
     use kube::api::{Api, DynamicObject, ListParams};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = cluster_client().await?;
     let resource = bsl_sentinel::cluster_view::bsl_resource();
     let api: Api<DynamicObject> = match &namespace {
         Some(ns) => Api::namespaced_with(client, ns, &resource),
@@ -217,10 +247,7 @@ async fn get(
 }
 
 async fn status(namespace: String, output: Option<Format>) -> Result<ExitCode, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = cluster_client().await?;
     let status = bsl_sentinel::status::fetch(client, &namespace)
         .await
         .map_err(|e| e.to_string())?;
@@ -230,6 +257,15 @@ async fn status(namespace: String, output: Option<Format>) -> Result<ExitCode, S
     };
     print!("{text}");
     Ok(ExitCode::from(status.state.exit_code()))
+}
+
+/// The cluster client of `get` and `status`, with the proxies of the environment.
+async fn cluster_client() -> Result<kube::Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (proxies, _) = bsl_sentinel::proxy::Proxies::from_env();
+    bsl_sentinel::kube_client::connect(&proxies)
+        .await
+        .map_err(|e| format!("{e:#}"))
 }
 
 fn validate(files: &[String]) -> ExitCode {
@@ -263,13 +299,26 @@ fn validate(files: &[String]) -> ExitCode {
     }
 }
 
+/// How long the servers get to finish the requests in flight once they stop accepting.
+const SERVER_DRAIN: Duration = Duration::from_secs(5);
+
 /// Runs until interrupted. BSL state never ends it: only a failure to start or to serve does.
 async fn run(args: ServeArgs) -> anyhow::Result<()> {
     use bsl_sentinel::serve;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_default().await?;
+    // As Velero's plugins do, the storage checks (and the apiserver connection) honour
+    // HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+    let (proxies, problems) = bsl_sentinel::proxy::Proxies::from_env();
+    for problem in problems {
+        tracing::warn!("{problem}");
+    }
+    if let Some(proxies) = proxies.describe() {
+        tracing::info!("proxies from the environment: {proxies}");
+    }
+    let client = bsl_sentinel::kube_client::connect(&proxies).await?;
     let served = serve::watch_served_crd(client.clone(), args.crd_refresh_interval);
     let metrics = std::sync::Arc::new(bsl_sentinel::metrics::Metrics::default());
+    let readiness = bsl_sentinel::readiness::Readiness::new(served.clone());
     let mut servers = Vec::new();
     if args.webhook {
         let config = serve::WebhookConfig {
@@ -280,19 +329,18 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
             namespace: args.namespace.clone(),
             workers: args.webhook_workers,
         };
-        servers.push(serve::start_webhook(&config, client.clone(), served.clone())?.server);
+        servers.push(serve::start_webhook(
+            &config,
+            client.clone(),
+            served.clone(),
+            readiness.clone(),
+        )?);
     }
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let mut reconciler = None;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut leader = None;
     if args.reconciler {
-        // As Velero's plugins do, the checks honour HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
-        let (proxies, problems) = bsl_sentinel::proxy::Proxies::from_env();
-        for problem in problems {
-            tracing::warn!("{problem}");
-        }
-        if let Some(proxies) = proxies.describe() {
-            tracing::info!("storage checks go through proxies: {proxies}");
-        }
         let config = bsl_sentinel::reconciler::ReconcilerConfig {
             namespace: (!args.all_namespaces).then(|| args.namespace.clone()),
             status_namespace: args.namespace.clone(),
@@ -311,37 +359,65 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
             config,
         );
         if args.leader_election {
-            let election = bsl_sentinel::leader::Election {
-                namespace: args.namespace.clone(),
-                lease: args.lease_name.clone(),
-                identity: identity.clone(),
-                duration: args.lease_duration,
-                retry: args.lease_duration / 5,
-            };
+            let election = bsl_sentinel::leader::Election::with_duration(
+                &args.namespace,
+                &args.lease_name,
+                &identity,
+                args.lease_duration,
+            );
             let lead = ctx.clone();
-            tokio::spawn(bsl_sentinel::leader::run(
+            leader = Some(tokio::spawn(bsl_sentinel::leader::run(
                 client.clone(),
                 election,
-                move || bsl_sentinel::reconciler::run(lead.clone()),
-            ));
+                stop_rx.clone(),
+                args.shutdown_grace,
+                move |stopping| bsl_sentinel::reconciler::run(lead.clone(), stopping),
+            )));
         } else {
-            tokio::spawn(bsl_sentinel::reconciler::run(ctx.clone()));
+            leader = Some(tokio::spawn(bsl_sentinel::reconciler::run(
+                ctx.clone(),
+                stop_rx.clone(),
+            )));
         }
         reconciler = Some(ctx);
     }
     let admin = bsl_sentinel::admin::Admin {
         metrics,
-        served,
+        readiness: readiness.clone(),
         client: client.clone(),
         namespace: args.namespace.clone(),
         reconciler,
     };
-    servers.push(serve::start_admin(args.admin_addr, admin)?.server);
-    let servers = futures::future::try_join_all(servers);
+    servers.push(serve::start_admin(args.admin_addr, admin)?);
+    let handles: Vec<_> = servers.iter().map(|s| s.server.handle()).collect();
+    let running = futures::future::try_join_all(servers.into_iter().map(|s| s.server));
+    futures::pin_mut!(running);
     tokio::select! {
-        result = servers => drop(result?),
-        _ = shutdown_signal() => tracing::info!("stopping"),
+        result = &mut running => {
+            result?;
+            return Ok(());
+        }
+        _ = shutdown_signal() => {}
     };
+    // Readiness first, so the Service stops sending reviews while they are still served;
+    // then the reconciler finishes what is in flight and releases the Lease.
+    tracing::info!(grace = ?args.shutdown_grace, "stopping: readiness off, finishing work in flight");
+    readiness.stop();
+    let _ = stop_tx.send(true);
+    let reconciler_done = async {
+        if let Some(task) = leader {
+            let _ = task.await;
+        }
+    };
+    let drained = tokio::time::sleep(args.shutdown_grace);
+    // The servers keep serving (they are polled) until they have stopped.
+    let serving = async {
+        futures::future::join(reconciler_done, drained).await;
+        futures::future::join_all(handles.iter().map(|h| h.stop(true))).await;
+    };
+    let stopped = futures::future::select(Box::pin(serving), running);
+    let _ = tokio::time::timeout(args.shutdown_grace + SERVER_DRAIN, stopped).await;
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -382,6 +458,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(run(args));
+    // Nothing left to wait for, such as a DNS lookup on a blocking thread.
+    runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -27,6 +27,8 @@ pub struct Proxy {
     pub port: u16,
     /// The Proxy-Authorization value, from the URL's user and password.
     pub authorization: Option<String>,
+    /// The URL's `user:password`, as written (percent-encoded), for clients that take a URL.
+    userinfo: Option<String>,
 }
 
 impl fmt::Debug for Proxy {
@@ -138,6 +140,18 @@ impl Proxies {
     }
 }
 
+impl Proxy {
+    /// The proxy's URL with its credentials, for the apiserver client (never to be logged).
+    pub fn url_with_credentials(&self) -> String {
+        let userinfo = self
+            .userinfo
+            .as_ref()
+            .map(|u| format!("{u}@"))
+            .unwrap_or_default();
+        format!("http://{userinfo}{}", authority(&self.host, self.port))
+    }
+}
+
 /// host:port, with brackets around an IPv6 address.
 pub fn authority(host: &str, port: u16) -> String {
     if host.contains(':') {
@@ -181,10 +195,15 @@ fn parse_proxy(value: &str) -> Result<Proxy, String> {
             base64::engine::general_purpose::STANDARD.encode(pair)
         )
     });
+    let userinfo = (!url.username().is_empty()).then(|| match url.password() {
+        Some(password) => format!("{}:{password}", url.username()),
+        None => url.username().to_string(),
+    });
     Ok(Proxy {
         host: host.to_string(),
         port: url.port_or_known_default().unwrap_or(80),
         authorization,
+        userinfo,
     })
 }
 
@@ -404,7 +423,8 @@ mod tests {
             Ok(Proxy {
                 host: "10.0.0.1".into(),
                 port: 3128,
-                authorization: None
+                authorization: None,
+                userinfo: None,
             })
         );
         assert_eq!(one("http://proxy.corp").map(|p| p.port), Ok(80));
@@ -425,6 +445,11 @@ mod tests {
             "no credentials in logs"
         );
         assert_eq!(format!("{with_user:?}"), "http://proxy:3128");
+        assert_eq!(
+            with_user.url_with_credentials(),
+            "http://svc%40corp:p%3Ass@proxy:3128",
+            "as written, for a client that decodes it"
+        );
         assert_eq!(
             one("https://proxy:3128"),
             Err("https:// proxies are not supported, only http://".into())

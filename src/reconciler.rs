@@ -35,13 +35,9 @@ use crate::proxy::Proxies;
 use crate::rules;
 use crate::served_crd::SharedServedCrd;
 use crate::status::{self, ServerStatus};
-use crate::storage::{FailureReason, Outcome, Probe};
+use crate::storage::{FailureReason, Outcome, Probe, Slot};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Reconciles in flight at once. Enough to keep every endpoint's connections busy; a bound so
-/// that 10,000 BSLs do not hold 10,000 tasks and their objects at once.
-const MAX_IN_FLIGHT: u16 = 64;
 
 #[derive(Clone, Debug)]
 pub struct ReconcilerConfig {
@@ -139,8 +135,9 @@ impl Drop for Resign {
     }
 }
 
-/// Runs the controller and the health logger until the process ends or the task is aborted.
-pub async fn run(ctx: Arc<Context>) {
+/// Runs the controller and the health logger until `stopping` turns true (then the checks in
+/// flight finish and their status is written) or the task is aborted.
+pub async fn run(ctx: Arc<Context>, mut stopping: tokio::sync::watch::Receiver<bool>) {
     let _resign = Resign(ctx.clone());
     let resource = bsl_resource();
     let api: Api<DynamicObject> = match &ctx.config.namespace {
@@ -163,10 +160,27 @@ pub async fn run(ctx: Arc<Context>) {
             .default_backoff(),
     )
     .applied_objects();
-    // A bounded number of BSLs is in flight at once; each waits on its endpoint's limit
-    // inside the probe.
+    // No limit on reconciles in flight: a limit would be held by BSLs waiting for a busy or
+    // silent endpoint and starve every other endpoint's. Each waits for its own endpoint's
+    // turn (its checks and sockets are bounded there), and a waiting BSL holds little.
+    let rechecks = futures::stream::unfold(ctx.clone(), |ctx| async move {
+        let ids = ctx.probe.rechecks().await;
+        Some((futures::stream::iter(ids), ctx))
+    })
+    .flatten()
+    .filter_map(move |id| {
+        let resource = bsl_resource();
+        futures::future::ready(id.split_once('/').map(|(namespace, name)| {
+            reflector::ObjectRef::new_with(name, resource).within(namespace)
+        }))
+    });
+    let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
     let controller = Controller::for_stream_with(stream, store.clone(), resource)
-        .with_config(controller::Config::default().concurrency(MAX_IN_FLIGHT));
+        .reconcile_on(rechecks)
+        .graceful_shutdown_on(async move {
+            let _ = stop_rx.await;
+        })
+        .with_config(controller::Config::default());
     // One future: a replica that loses the Lease aborts both.
     let controller = controller
         .run(reconcile, error_policy, ctx.clone())
@@ -176,7 +190,16 @@ pub async fn run(ctx: Arc<Context>) {
             }
             futures::future::ready(())
         });
-    futures::future::join(controller, health_loop(ctx.clone(), store)).await;
+    let stop = async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+        let _ = stop_tx.send(());
+        futures::future::pending::<()>().await
+    };
+    tokio::select! {
+        () = controller => {}
+        () = health_loop(ctx.clone(), store) => {}
+        () = stop => {}
+    }
 }
 
 fn error_policy(_: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -262,30 +285,84 @@ fn phase_of(body: &Value) -> Option<Phase> {
     serde_json::from_value(body["status"]["phase"].clone()).ok()
 }
 
+/// A BSL whose check is due, with what its check needs to know.
+struct Due {
+    namespace: String,
+    name: String,
+    /// "namespace/name", as the probe knows the BSL.
+    id: String,
+    hash: u64,
+    period: Duration,
+    /// The spec, when it can be read, for the turn at its endpoint.
+    spec: Option<BackupStorageLocationSpec>,
+}
+
+#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let mut due = match due(&obj, &ctx) {
+        Ok(due) => due,
+        Err(action) => return Ok(action),
+    };
+    // Thousands of BSLs may wait here at once, each for its own endpoint only: what waits is
+    // kept small, and the rest of the check is boxed.
+    let slot = match due.spec.take() {
+        Some(spec) => Some(ctx.probe.wait_turn(&due.id, &spec).await),
+        None => None,
+    };
+    Box::pin(check_and_record(obj, ctx, due, slot)).await
+}
+
+/// Whether the BSL is due for a check now (Err: when it is).
+fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let body = body(&obj);
+    let id = format!("{namespace}/{name}");
+    let body = body(obj);
     let spec = &body["spec"];
     let hash = spec_hash(spec);
     let known = ctx.known().get(&(namespace.clone(), name.clone())).cloned();
     let spec_changed = known.as_ref().is_some_and(|k| k.spec_hash != hash);
     let last = status_str(&body, "lastValidationTime").and_then(|t| t.parse::<Timestamp>().ok());
     let period = frequency(spec, ctx.config.default_frequency);
-    let now = Timestamp::now();
-    match next_check(now, last, period, spec_changed) {
+    // The endpoint answers again after it did not: checked now, whatever the schedule.
+    let recheck = ctx.probe.take_recheck(&id);
+    match next_check(Timestamp::now(), last, period, spec_changed || recheck) {
         Next::After(left) => {
             ctx.metrics.count_reconcile("not_due");
-            return Ok(Action::requeue(left + jitter(&namespace, &name, period)));
+            return Err(Action::requeue(left + jitter(&namespace, &name, period)));
         }
         Next::OnSpecChange => {
             ctx.metrics.count_reconcile("not_due");
-            return Ok(Action::await_change());
+            return Err(Action::await_change());
         }
         Next::Now => {}
     }
+    Ok(Due {
+        spec: serde_json::from_value(spec.clone()).ok(),
+        namespace,
+        name,
+        id,
+        hash,
+        period,
+    })
+}
 
+async fn check_and_record(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+    due: Due,
+    slot: Option<Slot>,
+) -> Result<Action, Error> {
+    let Due {
+        namespace,
+        name,
+        hash,
+        period,
+        ..
+    } = due;
+    let body = body(&obj);
+    let now = Timestamp::now();
     let started = Instant::now();
-    let (provider, outcome) = check(spec, &namespace, &ctx).await;
+    let (provider, outcome) = check(&body["spec"], &namespace, &ctx, slot, period).await;
     ctx.metrics.observe_check(&provider, started.elapsed());
     let (phase, message) = match &outcome {
         Outcome::Available => (Some(Phase::Available), String::new()),
@@ -305,6 +382,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
         ctx.metrics.count_reconcile("spec_changed");
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    let known = ctx.known().get(&(namespace.clone(), name.clone())).cloned();
     let before = known.and_then(|k| k.phase).or_else(|| phase_of(&body));
     ctx.known().insert(
         (namespace.clone(), name.clone()),
@@ -328,8 +406,15 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
     })
 }
 
-/// Runs the rules, reads the Secrets the spec names, and probes the storage.
-async fn check(spec: &Value, namespace: &str, ctx: &Context) -> (String, Outcome) {
+/// Runs the rules, reads the Secrets the spec names, and probes the storage in the BSL's
+/// slot at its endpoint.
+async fn check(
+    spec: &Value,
+    namespace: &str,
+    ctx: &Context,
+    slot: Option<Slot>,
+    period: Duration,
+) -> (String, Outcome) {
     let config_error = |message: String| Outcome::Unavailable {
         reason: FailureReason::Config,
         message,
@@ -362,10 +447,18 @@ async fn check(spec: &Value, namespace: &str, ctx: &Context) -> (String, Outcome
         (Ok(credential), Ok(ca)) => (credential, ca),
         (Err(message), _) | (_, Err(message)) => return (provider, config_error(message)),
     };
-    let outcome = ctx
-        .probe
-        .check(&spec, credential.as_deref(), ca.as_deref())
-        .await;
+    let outcome = match slot {
+        Some(slot) => {
+            ctx.probe
+                .check_in(slot, &spec, credential.as_deref(), ca.as_deref(), period)
+                .await
+        }
+        None => {
+            ctx.probe
+                .check(&spec, credential.as_deref(), ca.as_deref())
+                .await
+        }
+    };
     (provider, outcome)
 }
 
@@ -442,7 +535,10 @@ async fn write_status(
         api.patch(&obj.name_any(), &params, &patch).await
     };
     match result {
-        Ok(_) => Ok(true),
+        Ok(_) => {
+            tracing::debug!(phase = phase.map(Phase::as_str), "wrote status");
+            Ok(true)
+        }
         // The only operation that can be invalid is the test: the spec is no longer the one
         // checked (the apiserver says no more than "rejected ... due to an error").
         Err(kube::Error::Api(status)) if status.code == 422 => Ok(false),
@@ -582,6 +678,7 @@ fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
         let keep = present.contains(key);
         if !keep {
             ctx.metrics.forget(&key.0, &key.1);
+            ctx.probe.forget(&format!("{}/{}", key.0, key.1));
         }
         keep
     });

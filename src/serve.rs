@@ -12,6 +12,7 @@ use kube::Api;
 use crate::admin::{self, Admin};
 use crate::bsl::CRD_NAME;
 use crate::cluster_view::Caches;
+use crate::readiness::Readiness;
 use crate::served_crd::{ServedCrd, SharedServedCrd};
 use crate::tls::ReloadingCert;
 use crate::webhook::{self, State};
@@ -70,11 +71,13 @@ pub fn start_webhook(
     config: &WebhookConfig,
     client: kube::Client,
     served: SharedServedCrd,
+    readiness: Readiness,
 ) -> anyhow::Result<Running> {
     let cert = ReloadingCert::load(&config.cert, &config.key)?;
     tokio::spawn(cert.clone().watch(config.cert_reload_interval));
     let state = Arc::new(State {
         served,
+        readiness,
         cluster: Box::new(Caches::start(client, &config.namespace)),
     });
     let listener = TcpListener::bind(config.addr)?;

@@ -12,7 +12,7 @@
 //! thousand BSLs on one endpoint have at most `per_endpoint` sockets open to it, reused from
 //! check to check.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,11 +25,13 @@ use object_store::client::{
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
-use tokio::sync::Semaphore;
+use tokio::sync::Notify;
 use url::Url;
 
 use crate::bsl::BackupStorageLocationSpec;
-use crate::connections::{self, Lanes};
+use crate::connections::{self, Progress};
+use crate::duration::GoDuration;
+use crate::endpoints::{Contact, Endpoint, Turn};
 use crate::proxy::Proxies;
 use crate::rules::{self, Provider};
 
@@ -79,6 +81,9 @@ impl FailureReason {
 /// `kubectl get -o wide`.
 pub const MAX_MESSAGE: usize = 512;
 
+/// The region of an aws BSL that names none, as in Velero's plugin.
+const AWS_DEFAULT_REGION: &str = "us-east-1";
+
 /// AWS's global S3 endpoint, where a bucket's region is looked up.
 const AWS_GLOBAL: &str = "https://s3.amazonaws.com";
 
@@ -95,11 +100,14 @@ pub struct Probe {
     /// Another S3 service standing in for AWS (see [`Probe::with_aws_service`]).
     aws_service: Option<String>,
     state: Mutex<State>,
+    rechecks: Rechecks,
 }
 
 #[derive(Default)]
 struct State {
-    endpoints: HashMap<String, Arc<EndpointShare>>,
+    endpoints: HashMap<String, Arc<Endpoint>>,
+    /// Which endpoint each BSL's checks went to last (by "namespace/name").
+    homes: HashMap<String, String>,
     /// Per TLS settings, the one configuration all stores share, so that a connection made for
     /// one location is reused for another with the same settings.
     tls: HashMap<Tls, Arc<rustls::ClientConfig>>,
@@ -110,18 +118,20 @@ struct State {
     tick: u64,
 }
 
-/// One storage endpoint's share of the probe.
-struct EndpointShare {
-    /// Held by a check while it runs, so its timeout counts only its own turn.
-    checks: Semaphore,
-    /// The sockets all its checks share.
-    lanes: Arc<Lanes>,
+/// BSLs to check again now, whatever their schedule: their endpoint answers again.
+#[derive(Default)]
+struct Rechecks {
+    /// Not yet handed to the reconciler's trigger.
+    queued: Mutex<Vec<String>>,
+    /// Not yet checked.
+    due: Mutex<HashSet<String>>,
+    notify: Notify,
 }
 
 struct CachedStore {
     store: Arc<dyn ObjectStore>,
     /// Keeps the endpoint counted as in use while a cached store sends through its lanes.
-    _endpoint: Arc<EndpointShare>,
+    _endpoint: Arc<Endpoint>,
     used: u64,
 }
 
@@ -134,9 +144,15 @@ struct StoreKey {
     tls: Tls,
 }
 
+/// A BSL's place in its endpoint's line: its turn, or the endpoint's verdict without one.
+pub struct Slot {
+    turn: Option<Turn>,
+    verdict: Option<Outcome>,
+}
+
 impl Probe {
     /// per_endpoint: max concurrent checks of, and max sockets open to, one storage endpoint;
-    /// timeout: per check, counted from when the check gets one of its endpoint's permits.
+    /// timeout: per check, counted from when the check gets one of its endpoint's turns.
     pub fn new(per_endpoint: usize, timeout: Duration) -> Probe {
         Probe {
             per_endpoint: per_endpoint.max(1),
@@ -144,6 +160,7 @@ impl Probe {
             proxies: Arc::default(),
             aws_service: None,
             state: Mutex::new(State::default()),
+            rechecks: Rechecks::default(),
         }
     }
 
@@ -165,10 +182,140 @@ impl Probe {
         }
     }
 
+    /// One check, with its own turn at its endpoint (for callers without a schedule).
     /// credential: the bytes of the Secret key spec.credential names (None if unset);
     /// ca_from_ref: the bytes of the Secret key spec.objectStorage.caCertRef names (None if
     /// unset).
     pub async fn check(
+        &self,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+    ) -> Outcome {
+        let slot = self.wait_turn("", spec).await;
+        self.check_in(slot, spec, credential, ca_from_ref, Duration::ZERO)
+            .await
+    }
+
+    /// Waits for a turn at the endpoint the spec's checks go to, holding nothing any other
+    /// endpoint's checks need. `id` ("namespace/name") counts the BSL among the endpoint's.
+    pub async fn wait_turn(&self, id: &str, spec: &BackupStorageLocationSpec) -> Slot {
+        let Some(key) = self.endpoint_key(spec) else {
+            return Slot {
+                turn: None,
+                verdict: None,
+            };
+        };
+        let endpoint = self.endpoint_of(&key);
+        if !id.is_empty() {
+            let mut state = self.state();
+            let previous = state.homes.insert(id.to_string(), key.clone());
+            if let Some(old) = previous.filter(|old| *old != key)
+                && let Some(old) = state.endpoints.get(&old)
+            {
+                old.leave(id);
+            }
+        }
+        endpoint.join(id);
+        match endpoint.turn(id).await {
+            Ok(turn) => Slot {
+                turn: Some(turn),
+                verdict: None,
+            },
+            Err(message) => Slot {
+                turn: None,
+                verdict: Some(unavailable(FailureReason::Timeout, &message)),
+            },
+        }
+    }
+
+    /// The check of a BSL in its slot; `period` is how often it is checked (0: once), which is
+    /// how often its endpoint is probed should it not answer.
+    pub async fn check_in(
+        &self,
+        slot: Slot,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+        period: Duration,
+    ) -> Outcome {
+        if let Some(verdict) = slot.verdict {
+            return verdict;
+        }
+        let progress = Arc::new(Progress::default());
+        let checked = tokio::time::timeout(
+            self.timeout,
+            progress.track(self.check_now(spec, credential, ca_from_ref)),
+        )
+        .await;
+        let outcome = checked.unwrap_or_else(|_| {
+            let step = progress.step().map(|s| format!(" {s}")).unwrap_or_default();
+            let message = format!(
+                "timed out after {}{step}, {}",
+                GoDuration::from_std(self.timeout),
+                describe_location(spec)
+            );
+            unavailable(FailureReason::Timeout, &sanitize(&message, &[]))
+        });
+        if let Some(turn) = slot.turn {
+            let contact = match &outcome {
+                Outcome::Unavailable {
+                    reason: FailureReason::Timeout,
+                    ..
+                } => Contact::Silent,
+                Outcome::Unavailable {
+                    reason: FailureReason::Config,
+                    ..
+                }
+                | Outcome::Unchecked { .. } => Contact::None,
+                _ => Contact::Answered,
+            };
+            let cause = match &outcome {
+                Outcome::Unavailable { message, .. } => message.as_str(),
+                _ => "",
+            };
+            let again = turn.report(contact, cause, period);
+            if !again.is_empty() {
+                tracing::info!(
+                    endpoint = %self.endpoint_key(spec).unwrap_or_default(),
+                    bsls = again.len(),
+                    "the storage endpoint answers again: checking its BSLs"
+                );
+                self.rechecks.add(again);
+            }
+        }
+        outcome
+    }
+
+    /// BSLs whose endpoint answers again after it did not, as "namespace/name"; waits for some.
+    pub async fn rechecks(&self) -> Vec<String> {
+        loop {
+            let ids = std::mem::take(&mut *lock(&self.rechecks.queued));
+            if !ids.is_empty() {
+                return ids;
+            }
+            self.rechecks.notify.notified().await;
+        }
+    }
+
+    /// Whether the BSL is to be checked now whatever its schedule; true once.
+    pub fn take_recheck(&self, id: &str) -> bool {
+        lock(&self.rechecks.due).remove(id)
+    }
+
+    /// Forgets a BSL that is gone.
+    pub fn forget(&self, id: &str) {
+        let mut state = self.state();
+        if let Some(key) = state.homes.remove(id)
+            && let Some(endpoint) = state.endpoints.get(&key)
+        {
+            endpoint.leave(id);
+        }
+        lock(&self.rechecks.due).remove(id);
+    }
+
+    /// Region lookup (where needed) and the listing, with no deadline of their own.
+    async fn check_now(
         &self,
         spec: &BackupStorageLocationSpec,
         credential: Option<&[u8]>,
@@ -203,12 +350,13 @@ impl Probe {
         if let Some(region) = self.state().regions.get(bucket) {
             return Ok(region.clone());
         }
-        let (service, url) = match &self.aws_service {
-            Some(service) => (service.as_str(), format!("{service}/{bucket}")),
+        let service = self.aws_lookup_service();
+        let url = match &self.aws_service {
+            Some(service) => format!("{service}/{bucket}"),
             None if virtual_hostable(bucket, "https") => {
-                (AWS_GLOBAL, format!("https://{bucket}.s3.amazonaws.com"))
+                format!("https://{bucket}.s3.amazonaws.com")
             }
-            None => (AWS_GLOBAL, format!("{AWS_GLOBAL}/{bucket}")),
+            None => format!("{AWS_GLOBAL}/{bucket}"),
         };
         let what = format!("looking up the region of bucket {bucket:?} at {service}");
         let failed = |reason, detail: String| unavailable(reason, &sanitize(&detail, &[]));
@@ -216,25 +364,15 @@ impl Probe {
             .body(HttpRequestBody::empty())
             .map_err(|e| failed(FailureReason::Config, format!("{what}: {e}")))?;
         let endpoint = self.endpoint_of(&parse_endpoint_url("s3Url", service).0);
-        let Ok(_turn) = endpoint.checks.acquire().await else {
-            return Err(unavailable(
-                FailureReason::Other,
-                "the endpoint's permits are closed",
-            ));
-        };
         let tls = tls_config(&mut self.state(), &Tls::default())
             .map_err(|m| failed(FailureReason::Config, m))?;
         let client = connections::Client::new(endpoint.lanes.clone(), tls, self.proxies.clone());
-        let response = match tokio::time::timeout(self.timeout, client.call(request)).await {
-            Err(_) => {
-                let message = format!("timed out after {:?} {what}", self.timeout);
-                return Err(failed(FailureReason::Timeout, message));
-            }
-            Ok(Err(e)) => {
+        let response = match client.call(request).await {
+            Err(e) => {
                 let reason = classify(Some(e.kind()), None, None);
                 return Err(failed(reason, format!("{what}: {}", root_cause(&e))));
             }
-            Ok(Ok(response)) => response,
+            Ok(response) => response,
         };
         let region = response
             .headers()
@@ -250,7 +388,7 @@ impl Probe {
                 return Err(failed(FailureReason::NotFound, message));
             }
             // No answer to go by: AWS's default region, and the listing tells the rest.
-            (None, _) => return Ok("us-east-1".into()),
+            (None, _) => return Ok(AWS_DEFAULT_REGION.into()),
         };
         let mut state = self.state();
         if state.regions.len() >= MAX_STORES {
@@ -260,8 +398,13 @@ impl Probe {
         Ok(region)
     }
 
+    /// Where the region of a bucket is looked up.
+    fn aws_lookup_service(&self) -> &str {
+        self.aws_service.as_deref().unwrap_or(AWS_GLOBAL)
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     async fn check_in_region(
@@ -286,47 +429,33 @@ impl Probe {
         };
         let secrets = plan.store.secrets();
         let endpoint = self.endpoint_of(&plan.endpoint);
-        // Never closed, so acquiring fails only if that changes.
-        let Ok(_turn) = endpoint.checks.acquire().await else {
-            return unavailable(FailureReason::Other, "the endpoint's permits are closed");
-        };
-        let listed = tokio::time::timeout(self.timeout, self.list(&plan, &endpoint)).await;
-        match listed {
-            Err(_) => unavailable(
-                FailureReason::Timeout,
-                &sanitize(
-                    &format!(
-                        "timed out after {:?} listing {} at {}",
-                        self.timeout,
-                        plan.location(),
-                        plan.endpoint
-                    ),
-                    &secrets,
-                ),
-            ),
-            Ok(Err((reason, message))) => unavailable(reason, &sanitize(&message, &secrets)),
-            Ok(Ok(dirs)) => match check_layout(&dirs) {
+        match self.list(&plan, &endpoint).await {
+            Err((reason, message)) => unavailable(reason, &sanitize(&message, &secrets)),
+            Ok(dirs) => match check_layout(&dirs) {
                 Ok(()) => Outcome::Available,
                 Err(message) => unavailable(FailureReason::Layout, &sanitize(&message, &secrets)),
             },
         }
     }
 
-    /// The endpoint key a spec's checks count against (for metrics/logs), e.g.
-    /// "http://127.0.0.1:8333": the origin of the configured URL, or the provider's default
-    /// service. For a provider bsl-sentinel does not check, the provider name.
-    pub fn endpoint(spec: &BackupStorageLocationSpec) -> String {
+    /// The endpoint a spec's checks take their turn at, e.g. "http://127.0.0.1:8333": the
+    /// origin of the configured URL, the provider's default service, or for an aws bucket
+    /// whose region is looked up, where it is looked up. None for a provider bsl-sentinel does
+    /// not check.
+    pub fn endpoint_key(&self, spec: &BackupStorageLocationSpec) -> Option<String> {
+        if region_unknown(spec).is_some() {
+            return Some(parse_endpoint_url("s3Url", self.aws_lookup_service()).0);
+        }
         let config = spec.config.clone().unwrap_or_default();
         let bucket = spec.object_storage.bucket.trim_matches('/');
-        match rules::known_provider(&spec.provider) {
-            Some(Provider::Aws) => aws_endpoint(&config, bucket).key,
-            Some(Provider::Gcp) => gcp_endpoint(&config).key,
-            Some(Provider::Azure) => azure_endpoint(&config).key,
-            None => spec.provider.clone(),
+        match rules::known_provider(&spec.provider)? {
+            Provider::Aws => Some(aws_endpoint(&config, bucket).key),
+            Provider::Gcp => Some(gcp_endpoint(&config).key),
+            Provider::Azure => Some(azure_endpoint(&config).key),
         }
     }
 
-    fn endpoint_of(&self, key: &str) -> Arc<EndpointShare> {
+    fn endpoint_of(&self, key: &str) -> Arc<Endpoint> {
         let mut state = self.state();
         if let Some(endpoint) = state.endpoints.get(key) {
             return endpoint.clone();
@@ -336,10 +465,7 @@ impl Probe {
             // one endpoint would break the bound.
             state.endpoints.retain(|_, e| Arc::strong_count(e) > 1);
         }
-        let endpoint = Arc::new(EndpointShare {
-            checks: Semaphore::new(self.per_endpoint),
-            lanes: Lanes::new(self.per_endpoint),
-        });
+        let endpoint = Endpoint::new(key, self.per_endpoint);
         state.endpoints.insert(key.to_string(), endpoint.clone());
         endpoint
     }
@@ -348,7 +474,7 @@ impl Probe {
     async fn list(
         &self,
         plan: &Plan,
-        endpoint: &Arc<EndpointShare>,
+        endpoint: &Arc<Endpoint>,
     ) -> Result<Vec<String>, (FailureReason, String)> {
         let store = self.store(plan, endpoint)?;
         let prefix = plan.prefix.as_deref().map(Path::from);
@@ -366,7 +492,7 @@ impl Probe {
     fn store(
         &self,
         plan: &Plan,
-        endpoint: &Arc<EndpointShare>,
+        endpoint: &Arc<Endpoint>,
     ) -> Result<Arc<dyn ObjectStore>, (FailureReason, String)> {
         let key = StoreKey {
             bucket: plan.bucket.clone(),
@@ -407,6 +533,44 @@ impl Probe {
             },
         );
         Ok(store)
+    }
+}
+
+impl Rechecks {
+    fn add(&self, ids: Vec<String>) {
+        lock(&self.due).extend(ids.iter().cloned());
+        lock(&self.queued).extend(ids);
+        self.notify.notify_one();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// "listing s3://bucket/prefix/", as a timed-out check names what it was doing.
+fn describe_location(spec: &BackupStorageLocationSpec) -> String {
+    let provider = rules::known_provider(&spec.provider);
+    let bucket = spec.object_storage.bucket.trim_matches('/');
+    format!(
+        "listing {}",
+        location(provider, bucket, spec.object_storage.prefix.as_deref())
+    )
+}
+
+/// `s3://bucket/prefix/`, as users know a location.
+fn location(provider: Option<Provider>, bucket: &str, prefix: Option<&str>) -> String {
+    let scheme = match provider {
+        Some(Provider::Gcp) => "gs",
+        Some(Provider::Azure) => "azure",
+        Some(Provider::Aws) | None => "s3",
+    };
+    match prefix
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| !p.is_empty())
+    {
+        Some(prefix) => format!("{scheme}://{bucket}/{prefix}/"),
+        None => format!("{scheme}://{bucket}/"),
     }
 }
 
@@ -555,15 +719,7 @@ struct Plan {
 impl Plan {
     /// `s3://bucket/prefix/`, as users know the location.
     fn location(&self) -> String {
-        let scheme = match self.provider {
-            Provider::Aws => "s3",
-            Provider::Gcp => "gs",
-            Provider::Azure => "azure",
-        };
-        match &self.prefix {
-            Some(prefix) => format!("{scheme}://{}/{prefix}/", self.bucket),
-            None => format!("{scheme}://{}/", self.bucket),
-        }
+        location(Some(self.provider), &self.bucket, self.prefix.as_deref())
     }
 
     /// "bucket" or, on Azure, "container".
@@ -769,7 +925,7 @@ fn config_bool(config: &Config, key: &str) -> Result<bool, Refusal> {
 }
 
 /// Where the requests of a spec go.
-struct Endpoint {
+struct Target {
     /// The semaphore key: the origin of the service.
     key: String,
     /// The URL given to object_store.
@@ -805,12 +961,12 @@ fn virtual_hostable(bucket: &str, scheme: &str) -> bool {
         && !(scheme == "https" && bucket.contains('.'))
 }
 
-fn aws_endpoint(config: &Config, bucket: &str) -> Endpoint {
+fn aws_endpoint(config: &Config, bucket: &str) -> Target {
     let path_style = matches!(
         config_value(config, "s3ForcePathStyle"),
         Some("1" | "t" | "T" | "TRUE" | "true" | "True")
     );
-    let region = config_value(config, "region").unwrap_or("us-east-1");
+    let region = config_value(config, "region").unwrap_or(AWS_DEFAULT_REGION);
     let Some(s3_url) = config_value(config, "s3Url") else {
         let virtual_hosted = !path_style && virtual_hostable(bucket, "https");
         let url = if virtual_hosted {
@@ -818,7 +974,7 @@ fn aws_endpoint(config: &Config, bucket: &str) -> Endpoint {
         } else {
             format!("https://s3.{region}.amazonaws.com")
         };
-        return Endpoint {
+        return Target {
             key: format!("https://s3.{region}.amazonaws.com"),
             url: Ok(url),
             virtual_hosted,
@@ -828,7 +984,7 @@ fn aws_endpoint(config: &Config, bucket: &str) -> Endpoint {
     let mut url = match parsed {
         Ok(url) => url,
         Err(e) => {
-            return Endpoint {
+            return Target {
                 key,
                 url: Err(e),
                 virtual_hosted: false,
@@ -841,7 +997,7 @@ fn aws_endpoint(config: &Config, bucket: &str) -> Endpoint {
     if let (true, Some(domain)) = (virtual_hosted, domain) {
         let host = format!("{bucket}.{domain}");
         if url.set_host(Some(&host)).is_err() {
-            return Endpoint {
+            return Target {
                 key,
                 url: Err(format!(
                     "config.s3Url: cannot put bucket {bucket:?} in the host"
@@ -850,7 +1006,7 @@ fn aws_endpoint(config: &Config, bucket: &str) -> Endpoint {
             };
         }
     }
-    Endpoint {
+    Target {
         key,
         url: Ok(url.as_str().trim_end_matches('/').to_string()),
         virtual_hosted,
@@ -876,7 +1032,7 @@ fn plan_aws(
         endpoint.key,
         StoreConfig::Aws {
             region: config_value(config, "region")
-                .unwrap_or("us-east-1")
+                .unwrap_or(AWS_DEFAULT_REGION)
                 .to_string(),
             url,
             virtual_hosted: endpoint.virtual_hosted,
@@ -955,9 +1111,9 @@ fn aws_profile(file: &str, profile: &str) -> Result<AwsKeys, Refusal> {
 
 const GCS_DEFAULT: &str = "https://storage.googleapis.com";
 
-fn gcp_endpoint(config: &Config) -> Endpoint {
+fn gcp_endpoint(config: &Config) -> Target {
     let Some(value) = config_value(config, "storeEndpoint") else {
-        return Endpoint {
+        return Target {
             key: GCS_DEFAULT.to_string(),
             url: Ok(GCS_DEFAULT.to_string()),
             virtual_hosted: false,
@@ -970,7 +1126,7 @@ fn gcp_endpoint(config: &Config) -> Endpoint {
         let url = url.as_str().trim_end_matches('/');
         url.strip_suffix("/storage/v1").unwrap_or(url).to_string()
     });
-    Endpoint {
+    Target {
         key,
         url,
         virtual_hosted: false,
@@ -1005,7 +1161,7 @@ fn plan_gcp(config: &Config, credential: Option<&str>) -> Result<(String, StoreC
     ))
 }
 
-fn azure_endpoint(config: &Config) -> Endpoint {
+fn azure_endpoint(config: &Config) -> Target {
     let uri = config_value(config, "storageAccountURI")
         .map(|v| ("storageAccountURI", v))
         .or_else(|| {
@@ -1015,7 +1171,7 @@ fn azure_endpoint(config: &Config) -> Endpoint {
     match uri {
         Some((key, value)) => {
             let (origin, parsed) = parse_endpoint_url(key, value);
-            Endpoint {
+            Target {
                 key: origin,
                 url: parsed.map(|u| u.as_str().trim_end_matches('/').to_string()),
                 virtual_hosted: false,
@@ -1024,7 +1180,7 @@ fn azure_endpoint(config: &Config) -> Endpoint {
         None => {
             let account = config_value(config, "storageAccount").unwrap_or_default();
             let url = format!("https://{account}.blob.core.windows.net");
-            Endpoint {
+            Target {
                 key: url.clone(),
                 url: if account.is_empty() {
                     Err("config.storageAccount is required".into())
@@ -1446,7 +1602,12 @@ mod tests {
         );
         let p = plan(&s, Some(AWS_FILE.as_bytes()), None).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(p.endpoint, "http://127.0.0.1:8333");
-        assert_eq!(Probe::endpoint(&s), "http://127.0.0.1:8333");
+        assert_eq!(
+            Probe::new(1, Duration::from_secs(1))
+                .endpoint_key(&s)
+                .as_deref(),
+            Some("http://127.0.0.1:8333")
+        );
         let StoreConfig::Aws {
             region,
             url,
@@ -1502,7 +1663,12 @@ mod tests {
     #[test]
     fn aws_default_endpoint_uses_region() {
         let s = spec("aws", "my-bucket", &[("region", "eu-west-1")]);
-        assert_eq!(Probe::endpoint(&s), "https://s3.eu-west-1.amazonaws.com");
+        assert_eq!(
+            Probe::new(1, Duration::from_secs(1))
+                .endpoint_key(&s)
+                .as_deref(),
+            Some("https://s3.eu-west-1.amazonaws.com")
+        );
         let p = plan(&s, None, None).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(matches!(
             p.store,
@@ -1586,8 +1752,8 @@ mod tests {
             StoreConfig::Gcp { ref base_url, service_account: Some(_) } if base_url == "http://127.0.0.1:4443"
         ));
         assert_eq!(
-            Probe::endpoint(&spec("gcp", "b", &[])),
-            "https://storage.googleapis.com"
+            Probe::new(1, Duration::from_secs(1)).endpoint_key(&spec("gcp", "b", &[])),
+            Some("https://storage.googleapis.com".to_string())
         );
         assert!(matches!(
             plan(&s, Some(b"{not json"), None),
@@ -1628,7 +1794,12 @@ mod tests {
                 ("storageAccountSASTokenEnvVar", "SAS"),
             ],
         );
-        assert_eq!(Probe::endpoint(&s), "https://acct.blob.core.windows.net");
+        assert_eq!(
+            Probe::new(1, Duration::from_secs(1))
+                .endpoint_key(&s)
+                .as_deref(),
+            Some("https://acct.blob.core.windows.net")
+        );
         let p = plan(&s, Some(b"SAS=?sv=1&sig=abc\n"), None).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(matches!(
             p.store,

@@ -8,6 +8,7 @@ use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::{self, ClusterView};
+use crate::readiness::Readiness;
 use crate::review::{AdmittedBsl, decode};
 use crate::served_crd::SharedServedCrd;
 use crate::tls::ReloadingCert;
@@ -18,13 +19,16 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub struct State {
     pub served: SharedServedCrd,
+    pub readiness: Readiness,
     pub cluster: Box<dyn ClusterView + Send + Sync>,
 }
 
 impl State {
     pub fn new(cluster: impl ClusterView + Send + Sync + 'static) -> Arc<Self> {
+        let served = SharedServedCrd::default();
         Arc::new(State {
-            served: SharedServedCrd::default(),
+            readiness: Readiness::new(served.clone()),
+            served,
             cluster: Box::new(cluster),
         })
     }
@@ -59,7 +63,7 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(state: web::Data<State>) -> HttpResponse {
-    crate::admin::readiness(&state.served)
+    state.readiness.response()
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -83,6 +87,8 @@ pub fn serve(
     let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
         .workers(workers)
         .disable_signals()
+        // Requests in flight get this long to finish on a graceful stop.
+        .shutdown_timeout(5)
         .listen_rustls_0_23(listener, tls)?
         .run();
     Ok((server, addr))

@@ -1,9 +1,12 @@
 //! Reconciler benchmark: N BSLs on one S3 endpoint (SeaweedFS behind a counting TCP proxy on
-//! 127.0.0.1), against the real control plane. Reports the time until every BSL has a phase,
-//! the peak of concurrent connections to the endpoint, storage requests per check and the peak
-//! RSS of bsl-sentinel; then the same with 10% of the BSLs on a port where nothing listens.
+//! 127.0.0.1), against the real control plane. Reports the time until the healthy BSLs and all
+//! BSLs have a phase, the healthy time as a ratio to the run without a fault, the peak of
+//! concurrent connections to each endpoint, storage requests per check and the peak RSS of
+//! bsl-sentinel; first with no fault, then with every tenth BSL on a port where nothing
+//! listens, on an endpoint that never answers, and on one that answers after 5 s.
 //!
-//! cargo build --release && cargo run --release --example bench-reconciler -- [--sizes 1000,10000]
+//! cargo build --release && cargo run --release --example bench-reconciler -- \
+//!     [--sizes 1000,10000] [--faults dead,silent,slow]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
 
 #[allow(dead_code, unused_imports)]
@@ -23,6 +26,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
+use support::faults::{Faulty, Mode};
 use support::sentinel::Sentinel;
 use support::storage::SeaweedFs;
 use support::{ControlPlane, Crd};
@@ -114,6 +118,36 @@ fn count(phases: &HashMap<String, Option<Phase>>) -> (usize, usize, usize) {
         })
 }
 
+/// What the faulty tenth of the BSLs points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// A port where nothing listens: connections are refused at once.
+    Dead,
+    /// An endpoint that accepts and never answers.
+    Silent,
+    /// An endpoint that answers after 5 s.
+    Slow,
+}
+
+impl Fault {
+    fn label(self) -> &'static str {
+        match self {
+            Fault::None => "no fault",
+            Fault::Dead => "10% on a dead port",
+            Fault::Silent => "10% on a silent endpoint",
+            Fault::Slow => "10% on a 5s-slow endpoint",
+        }
+    }
+}
+
+/// When the healthy BSLs and all BSLs had a phase, and the counts at the end.
+struct Phased {
+    healthy: Option<Duration>,
+    all: Option<Duration>,
+    counts: (usize, usize, usize),
+}
+
 /// Follows the namespace's BSLs with a watch until all `n` have a phase (or `limit` passes).
 /// A watch costs the apiserver one small event per status write; listing 10,000 BSLs every
 /// half second (how this bench first measured) cost it more than bsl-sentinel's own writes.
@@ -121,14 +155,18 @@ async fn wait_phased(
     plane: &ControlPlane,
     ns: &str,
     n: usize,
+    healthy_n: usize,
+    faulty: impl Fn(&str) -> bool,
+    started: Instant,
     limit: Duration,
-) -> (usize, usize, usize) {
+) -> Phased {
     let api: Api<BackupStorageLocation> = Api::namespaced(plane.client().await, ns);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let deadline = tokio::time::Instant::now() + limit;
     let mut phases = HashMap::new();
-    let mut last = (0, 0, 0);
+    let mut healthy = None;
+    let mut all = None;
     while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, stream.next()).await {
         match event {
             watcher::Event::Apply(bsl) | watcher::Event::InitApply(bsl) => {
@@ -139,34 +177,64 @@ async fn wait_phased(
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
         }
-        last = count(&phases);
-        if last.0 + last.1 == n {
+        let phased = |name: &String, phase: &Option<Phase>| {
+            !faulty(name) && matches!(phase, Some(Phase::Available | Phase::Unavailable))
+        };
+        if healthy.is_none() && phases.iter().filter(|(k, v)| phased(k, v)).count() == healthy_n {
+            healthy = Some(started.elapsed());
+        }
+        let counts = count(&phases);
+        if counts.0 + counts.1 == n {
+            all = Some(started.elapsed());
             break;
         }
     }
-    last
+    Phased {
+        healthy,
+        all,
+        counts: count(&phases),
+    }
 }
 
-async fn run(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, dead_share: usize) {
+fn secs(d: Option<Duration>) -> String {
+    d.map(|d| format!("{:>6.1}s", d.as_secs_f64()))
+        .unwrap_or_else(|| "  never".into())
+}
+
+/// One run: `n` BSLs, every tenth on the fault's endpoint. Returns the time to all healthy
+/// phased, for the ratio to the run without a fault.
+async fn run(
+    plane: &'static ControlPlane,
+    s3: &SeaweedFs,
+    n: usize,
+    fault: Fault,
+    baseline: Option<Duration>,
+) -> Option<Duration> {
     let counters = Arc::new(Counters::default());
     let upstream = s3.endpoint.trim_start_matches("http://").to_string();
-    let port = proxy(upstream, counters.clone()).await;
+    let port = proxy(upstream.clone(), counters.clone()).await;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let dead = format!("http://127.0.0.1:{}", free_port());
-    let ns = plane.namespace(&format!("bench-{n}-{dead_share}"));
+    let faulty_endpoint = match fault {
+        Fault::None | Fault::Dead => None,
+        Fault::Silent => Some(Faulty::start(&upstream, Mode::Silent)),
+        Fault::Slow => Some(Faulty::start(&upstream, Mode::Slow(Duration::from_secs(5)))),
+    };
+    let bad_url = match &faulty_endpoint {
+        Some(f) => f.url(),
+        None => format!("http://127.0.0.1:{}", free_port()),
+    };
+    let is_faulty = |i: usize| fault != Fault::None && i.is_multiple_of(10);
+    let ns = plane.namespace(&format!("bench-{n}-{fault:?}").to_lowercase());
     let kubectl = plane.kubectl();
     let credentials = base64::engine::general_purpose::STANDARD.encode(s3.credentials());
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"}, "data": {"cloud": credentials}});
     assert!(kubectl.apply(&ns, &secret.to_string()).success);
-    s3.seed("bench", &["velero/backups/b/velero-backup.json"])
-        .await;
 
-    let created = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
         let items: Vec<Value> = chunk
             .iter()
             .map(|i| {
-                let url = if dead_share > 0 && i % (100 / dead_share) == 0 { &dead } else { &endpoint };
+                let url = if is_faulty(*i) { &bad_url } else { &endpoint };
                 json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("bsl-{i:05}")},
                        "spec": {"provider": "aws", "default": *i == 1, "objectStorage": {"bucket": "bench", "prefix": "velero"},
                                 "credential": {"name": "cloud-credentials", "key": "cloud"},
@@ -177,7 +245,6 @@ async fn run(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, dead_share:
         let out = kubectl.run_with_stdin(&["create", "-n", &ns, "-f", "-"], &list.to_string());
         assert!(out.success, "{}", out.stderr);
     }
-    let create_time = created.elapsed();
 
     let started = Instant::now();
     let sentinel = Sentinel::start(
@@ -194,23 +261,38 @@ async fn run(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, dead_share:
         ],
     );
     let pid = sentinel.pid();
-    let last = wait_phased(plane, &ns, n, Duration::from_secs(600)).await;
-    let phased = started.elapsed();
+    let faulty_name = |name: &str| {
+        name.strip_prefix("bsl-")
+            .and_then(|i| i.parse::<usize>().ok())
+            .is_some_and(is_faulty)
+    };
+    let limit = Duration::from_secs(if fault == Fault::Slow { 180 } else { 600 });
+    let healthy = (0..n).filter(|i| !is_faulty(*i)).count();
+    let phased = wait_phased(plane, &ns, n, healthy, faulty_name, started, limit).await;
     let requests = counters.requests.load(Ordering::SeqCst);
-    let healthy = n - n * dead_share / 100;
+    let ratio = match (phased.healthy, baseline) {
+        (Some(h), Some(b)) => format!("{:.2}x", h.as_secs_f64() / b.as_secs_f64()),
+        _ => "  -  ".into(),
+    };
+    let faulty_peak = faulty_endpoint
+        .as_ref()
+        .map(|f| format!(", {} to the faulty one", f.peak_connections()))
+        .unwrap_or_default();
     println!(
-        "{n:>6} BSLs, {dead_share:>2}% on a dead port | created in {:>5.1}s | all phased in {:>5.1}s ({} Available, {} Unavailable, {} other) | peak connections to the endpoint {} (limit 4) | {:.2} storage requests per check | peak RSS {:.1} MiB",
-        create_time.as_secs_f64(),
-        phased.as_secs_f64(),
-        last.0,
-        last.1,
-        last.2,
+        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit 4) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB",
+        fault.label(),
+        secs(phased.healthy),
+        secs(phased.all),
+        phased.counts.0,
+        phased.counts.1,
+        phased.counts.2,
         counters.peak.load(Ordering::SeqCst),
         requests as f64 / healthy.max(1) as f64,
         peak_rss_mib(pid),
     );
     drop(sentinel);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
+    phased.healthy
 }
 
 #[tokio::main]
@@ -230,9 +312,23 @@ async fn main() {
             .map(|n| n.get())
             .unwrap_or(1)
     );
+    let faults: Vec<Fault> = match arg("--faults").as_deref() {
+        None => vec![Fault::None, Fault::Dead, Fault::Silent, Fault::Slow],
+        Some(list) => list
+            .split(',')
+            .filter_map(|f| match f.trim() {
+                "none" => Some(Fault::None),
+                "dead" => Some(Fault::Dead),
+                "silent" => Some(Fault::Silent),
+                "slow" => Some(Fault::Slow),
+                _ => None,
+            })
+            .collect(),
+    };
     for n in sizes {
-        for dead in [0, 10] {
-            run(plane, s3, n, dead).await;
+        let baseline = run(plane, s3, n, Fault::None, None).await;
+        for fault in faults.iter().filter(|f| **f != Fault::None) {
+            run(plane, s3, n, *fault, baseline).await;
         }
     }
 }

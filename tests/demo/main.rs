@@ -108,7 +108,8 @@ async fn main() {
         namespace: NS.into(),
         workers: 1,
     };
-    let running = start_webhook(&webhook, client.clone(), served.clone())
+    let readiness = bsl_sentinel::readiness::Readiness::new(served.clone());
+    let running = start_webhook(&webhook, client.clone(), served.clone(), readiness)
         .unwrap_or_else(|e| panic!("webhook: {e}"));
     tokio::spawn(running.server);
     while served.load().is_none() {
@@ -127,7 +128,9 @@ async fn main() {
         health_reminder: Duration::from_secs(300),
     };
     let ctx = Context::new(client, served, Arc::default(), config);
-    tokio::spawn(reconciler::run(ctx));
+    // Runs until the demo ends.
+    let (_running, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(reconciler::run(ctx, stopping));
 
     step("kubectl apply of a malformed BSL: rejected, every bad field named");
     println!("{}", MALFORMED.trim());

@@ -127,3 +127,30 @@ fn crd_command_prints_the_project_crd() {
     let crd: serde_json::Value = serde_saphyr::from_str(&run.stdout).unwrap_or_default();
     assert_eq!(crd["metadata"]["name"], "backupstoragelocations.velero.io");
 }
+
+/// Flag values that would spin a loop, never lead or fail every check are refused at parse
+/// time, with one line naming the flag, and exit 2 (before any cluster is contacted).
+#[test]
+fn serve_refuses_bad_flag_values_at_once() {
+    for (flag, value) in [
+        ("--crd-refresh-interval", "0s"),
+        ("--cert-reload-interval", "0s"),
+        ("--check-timeout", "0s"),
+        ("--health-log-interval", "0"),
+        ("--webhook-workers", "0"),
+        ("--max-connections-per-endpoint", "0"),
+        ("--lease-duration", "500ms"),
+        ("--lease-duration", "1.5s"),
+        ("--validation-frequency", "-1m"),
+        ("--check-timeout", "soon"),
+    ] {
+        let run = bsl_sentinel(&["serve", &format!("{flag}={value}")], "");
+        assert_eq!(run.code, Some(2), "{flag} {value}: {}", run.stderr);
+        let first = run.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: invalid value") && first.contains(flag),
+            "{flag} {value}: {}",
+            run.stderr
+        );
+    }
+}

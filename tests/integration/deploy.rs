@@ -452,7 +452,13 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
         namespace: ns.clone(),
         workers: 1,
     };
-    let running = start_webhook(&config, client, served).unwrap_or_else(|e| panic!("webhook: {e}"));
+    let running = start_webhook(
+        &config,
+        client,
+        served.clone(),
+        bsl_sentinel::readiness::Readiness::new(served),
+    )
+    .unwrap_or_else(|e| panic!("webhook: {e}"));
     let addr = running.addr;
     tokio::spawn(running.server);
     let ca_pem = serving["ca.crt"].clone();

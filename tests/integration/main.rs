@@ -4,6 +4,8 @@
 mod cli;
 mod crd_compat;
 mod deploy;
+mod election;
+mod endpoint_faults;
 mod probe;
 mod reconciler;
 mod support;

@@ -15,6 +15,7 @@ use k8s_openapi::ByteString;
 use object_store::client::{HttpClient, HttpRequestBody};
 
 use crate::support::control_plane::free_port;
+use crate::support::faults::{Faulty, Unconnectable};
 use crate::support::forward_proxy::ForwardProxy;
 use crate::support::storage::{
     Azurite, FakeGcs, Location, Moto, SeaweedFs, credentials_ini, test_ca_pem,
@@ -230,7 +231,46 @@ async fn silent_endpoint_times_out(peer: Peer) {
         took >= timeout && took < timeout + Duration::from_secs(2),
         "took {took:?}"
     );
-    assert!(message.starts_with("timed out after 2s"), "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "timed out after 2s waiting for the first byte of the response from \
+             http://127.0.0.1:{port}"
+        )),
+        "{message}"
+    );
+}
+
+/// A port whose connections never complete (its accept queue is full, as behind a DROP
+/// firewall): the check times out connecting, and says so.
+#[tokio::test]
+async fn unconnectable_endpoint_times_out_connecting() {
+    let port = Unconnectable::start();
+    let probe = Probe::new(4, Duration::from_secs(2));
+    let location = Peer::Aws.location_at("anything", &format!("http://127.0.0.1:{}", port.port));
+    let message = expect_unavailable(check(&probe, &location).await, FailureReason::Timeout);
+    assert!(
+        message.starts_with(&format!(
+            "timed out after 2s connecting to 127.0.0.1:{}",
+            port.port
+        )),
+        "{message}"
+    );
+}
+
+/// An https endpoint that accepts and never answers the ClientHello.
+#[tokio::test]
+async fn tls_handshake_stall_times_out_in_the_handshake() {
+    let stall = Faulty::silent();
+    let probe = Probe::new(4, Duration::from_secs(2));
+    let location = Peer::Aws.location_at("anything", &stall.https_url());
+    let message = expect_unavailable(check(&probe, &location).await, FailureReason::Timeout);
+    assert!(
+        message.starts_with(&format!(
+            "timed out after 2s in the TLS handshake with 127.0.0.1:{}",
+            stall.port
+        )),
+        "{message}"
+    );
 }
 
 macro_rules! provider_tests {
@@ -357,7 +397,11 @@ async fn azure_tls_trusts_the_configured_ca() {
     azurite.seed(container, &[]).await;
     let probe = Probe::new(4, TIMEOUT);
     let mut location = azurite.location(container, None);
-    assert!(Probe::endpoint(&location.spec).starts_with("https://127.0.0.1:"));
+    assert!(
+        probe
+            .endpoint_key(&location.spec)
+            .is_some_and(|key| key.starts_with("https://127.0.0.1:"))
+    );
     let message = expect_unavailable(check(&probe, &location).await, FailureReason::Unreachable);
     assert!(message.contains("certificate"), "{message}");
     let ca = test_ca_pem();
@@ -504,7 +548,11 @@ async fn plugin_provider_is_unchecked() {
     let probe = Probe::new(4, TIMEOUT);
     let mut location = SeaweedFs::shared().location("any-bucket", None);
     location.spec.provider = "example.io/object-store".into();
-    assert_eq!(Probe::endpoint(&location.spec), "example.io/object-store");
+    assert_eq!(
+        probe.endpoint_key(&location.spec),
+        None,
+        "no endpoint to wait for"
+    );
     match check(&probe, &location).await {
         Outcome::Unchecked { message } => assert_eq!(
             message,

@@ -35,8 +35,13 @@ impl Setup {
         };
         let client = plane.client().await;
         let served = watch_served_crd(client.clone(), Duration::from_secs(5));
-        let running =
-            start_webhook(&config, client, served).unwrap_or_else(|e| panic!("webhook: {e}"));
+        let running = start_webhook(
+            &config,
+            client,
+            served.clone(),
+            bsl_sentinel::readiness::Readiness::new(served),
+        )
+        .unwrap_or_else(|e| panic!("webhook: {e}"));
         tokio::spawn(running.server);
         let setup = Setup {
             plane,

@@ -1,6 +1,7 @@
 //! Test support: the real control plane, kubectl, and the repository's peer scripts.
 
 pub mod control_plane;
+pub mod faults;
 pub mod forward_proxy;
 pub mod https;
 pub mod sentinel;

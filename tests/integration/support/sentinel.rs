@@ -40,12 +40,23 @@ impl Sentinel {
         identity: &str,
         extra: &[&str],
     ) -> Sentinel {
+        Sentinel::start_with(plane, &plane.kubeconfig, namespace, identity, extra)
+    }
+
+    /// The same with another kubeconfig (one that reaches the apiserver through a proxy).
+    pub fn start_with(
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Sentinel {
         let admin = free_port();
         let log = plane
             .dir
             .join(format!("sentinel-{namespace}-{identity}.log"));
         let mut cmd = Command::new(binary());
-        cmd.env("KUBECONFIG", &plane.kubeconfig)
+        cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,bsl_sentinel=debug")
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
@@ -123,6 +134,28 @@ impl Sentinel {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(Child::id).unwrap_or_default()
+    }
+
+    /// SIGTERM, as the kubelet stops a pod; waits up to `within` for the process to exit and
+    /// returns its exit code.
+    pub fn terminate(&mut self, within: Duration) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let pid = libc::pid_t::try_from(child.id()).ok()?;
+        // SAFETY: kill(2) on the child this struct spawned and still owns.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
     }
 
     /// SIGKILL: the replica dies without giving up its Lease.

@@ -1,0 +1,439 @@
+//! Storage endpoints as the checks share them: a bounded number of checks at once (turns), the
+//! sockets ([`Lanes`]), and a circuit breaker that recognises an endpoint that does not answer
+//! once, not once per BSL.
+//!
+//! A check waits for a turn at its own endpoint and nowhere else, so a busy or silent endpoint
+//! delays only its own BSLs. When a check of an endpoint times out, the endpoint is down: the
+//! other BSLs on it get their verdict at once (Unavailable, naming the endpoint and how many
+//! BSLs share it), and one check per period probes it. When an answer comes back, the BSLs that
+//! were told it was down are handed back for a real check each.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::connections::Lanes;
+
+/// How often a down endpoint is probed when the check that found it has no period (a BSL
+/// checked only once).
+const DEFAULT_REPROBE: Duration = Duration::from_secs(60);
+
+/// One storage endpoint: its turns, its sockets and whether it answers.
+pub struct Endpoint {
+    pub key: String,
+    turns: Arc<Semaphore>,
+    pub lanes: Arc<Lanes>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The BSLs whose checks go here, for the message that says how many share it.
+    members: HashSet<String>,
+    down: Option<Down>,
+}
+
+/// An endpoint that did not answer a check.
+#[derive(Clone, Debug)]
+struct Down {
+    since: Timestamp,
+    /// What the check that found it said, e.g. "timed out after 10s connecting to ...".
+    cause: String,
+    period: Duration,
+    next_probe: Instant,
+    probing: bool,
+    /// BSLs given the endpoint's verdict instead of a check; checked again when it answers.
+    told: HashSet<String>,
+}
+
+/// What a check may do at an endpoint.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    Check,
+    /// The endpoint is down and this check is the one that probes it.
+    Probe,
+    /// The endpoint is down: this is the BSL's verdict.
+    Down(String),
+}
+
+/// Whether a check reached the endpoint, as far as the breaker cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contact {
+    /// Something came back (a listing, an HTTP error, a refused connection).
+    Answered,
+    /// Nothing came back before the check's timeout.
+    Silent,
+    /// The check never got to the network (a spec or credentials problem).
+    None,
+}
+
+impl Endpoint {
+    pub fn new(key: &str, limit: usize) -> Arc<Endpoint> {
+        Arc::new(Endpoint {
+            key: key.to_string(),
+            turns: Arc::new(Semaphore::new(limit.max(1))),
+            lanes: Lanes::new(limit),
+            state: Mutex::default(),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn join(&self, id: &str) {
+        let mut state = self.state();
+        if !id.is_empty() && !state.members.contains(id) {
+            state.members.insert(id.to_string());
+        }
+    }
+
+    pub fn leave(&self, id: &str) {
+        let mut state = self.state();
+        state.members.remove(id);
+        if let Some(down) = &mut state.down {
+            down.told.remove(id);
+        }
+    }
+
+    fn admit(&self, id: &str, may_probe: bool) -> Admission {
+        let mut state = self.state();
+        let members = state.members.len();
+        admit(
+            &mut state.down,
+            &self.key,
+            id,
+            members,
+            Instant::now(),
+            may_probe,
+        )
+    }
+
+    /// Waits for a turn, unless the endpoint is known to be down: then the verdict comes at
+    /// once, before and after waiting.
+    pub async fn turn(self: &Arc<Self>, id: &str) -> Result<Turn, String> {
+        // Before waiting, a check that could probe only goes on to wait for its turn.
+        if let Admission::Down(verdict) = self.admit(id, false) {
+            return Err(verdict);
+        }
+        // The semaphore is never closed.
+        let permit = self.turns.clone().acquire_owned().await.ok();
+        let probing = match self.admit(id, true) {
+            Admission::Down(verdict) => return Err(verdict),
+            Admission::Probe => true,
+            Admission::Check => false,
+        };
+        Ok(Turn {
+            endpoint: self.clone(),
+            _permit: permit,
+            probing,
+            reported: false,
+        })
+    }
+}
+
+/// One check's turn at an endpoint: one of its `limit` checks at once.
+pub struct Turn {
+    endpoint: Arc<Endpoint>,
+    _permit: Option<OwnedSemaphorePermit>,
+    probing: bool,
+    reported: bool,
+}
+
+impl Turn {
+    pub fn endpoint(&self) -> &Arc<Endpoint> {
+        &self.endpoint
+    }
+
+    /// Tells the breaker how the check went; returns the BSLs to check again now (the endpoint
+    /// answered after being down). `cause` describes a silent check; `period` is how often
+    /// the BSL is checked.
+    pub fn report(mut self, contact: Contact, cause: &str, period: Duration) -> Vec<String> {
+        self.reported = true;
+        let mut state = self.endpoint.state();
+        let now = (Instant::now(), Timestamp::now());
+        report(&mut state.down, contact, self.probing, cause, period, now)
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // A probe that never reported (the reconciler stopped, or nothing reached the network)
+        // leaves the next check to probe.
+        if self.probing && !self.reported {
+            let mut state = self.endpoint.state();
+            if let Some(down) = &mut state.down {
+                down.probing = false;
+            }
+        }
+    }
+}
+
+/// `may_probe`: whether this check takes the probe's role when one is due (otherwise it is
+/// only let through to wait for its turn).
+fn admit(
+    down: &mut Option<Down>,
+    key: &str,
+    id: &str,
+    members: usize,
+    now: Instant,
+    may_probe: bool,
+) -> Admission {
+    let Some(d) = down else {
+        return Admission::Check;
+    };
+    if !d.probing && now >= d.next_probe {
+        if !may_probe {
+            return Admission::Check;
+        }
+        d.probing = true;
+        return Admission::Probe;
+    }
+    if !id.is_empty() {
+        d.told.insert(id.to_string());
+    }
+    let share = match members {
+        0 | 1 => String::new(),
+        n => format!("; {n} BSLs use this endpoint"),
+    };
+    Admission::Down(format!(
+        "not checked: {key} did not answer a check at {} ({}){share}; it is probed with one \
+         check every {} until it answers",
+        d.since.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        d.cause,
+        crate::duration::GoDuration::from_std(d.period),
+    ))
+}
+
+fn report(
+    down: &mut Option<Down>,
+    contact: Contact,
+    probing: bool,
+    cause: &str,
+    period: Duration,
+    (now, wall): (Instant, Timestamp),
+) -> Vec<String> {
+    let period = if period.is_zero() {
+        DEFAULT_REPROBE
+    } else {
+        period
+    };
+    match (contact, down.as_mut()) {
+        (Contact::Silent, None) => {
+            *down = Some(Down {
+                since: wall,
+                cause: cause.to_string(),
+                period,
+                next_probe: now + period,
+                probing: false,
+                told: HashSet::new(),
+            });
+            Vec::new()
+        }
+        (Contact::Silent, Some(d)) => {
+            // A check that began before the endpoint was found down says nothing new.
+            if probing {
+                d.probing = false;
+                d.since = wall;
+                d.cause = cause.to_string();
+                d.period = period;
+                d.next_probe = now + period;
+            }
+            Vec::new()
+        }
+        (Contact::Answered, Some(_)) => down
+            .take()
+            .map(|d| d.told.into_iter().collect())
+            .unwrap_or_default(),
+        (Contact::None, Some(d)) => {
+            if probing {
+                d.probing = false;
+            }
+            Vec::new()
+        }
+        (Contact::Answered | Contact::None, None) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERIOD: Duration = Duration::from_secs(60);
+
+    fn wall() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap_or_default()
+    }
+
+    fn tripped(now: Instant) -> Option<Down> {
+        let mut down = None;
+        report(
+            &mut down,
+            Contact::Silent,
+            false,
+            "timed out after 10s waiting for the first byte",
+            PERIOD,
+            (now, wall()),
+        );
+        down
+    }
+
+    #[test]
+    fn an_answering_endpoint_is_checked() {
+        let mut down = None;
+        assert_eq!(
+            admit(&mut down, "http://s3", "ns/a", 3, Instant::now(), true),
+            Admission::Check
+        );
+        assert!(
+            report(
+                &mut down,
+                Contact::Answered,
+                false,
+                "",
+                PERIOD,
+                (Instant::now(), wall())
+            )
+            .is_empty()
+        );
+        assert!(down.is_none());
+    }
+
+    #[test]
+    fn a_silent_check_gives_every_other_bsl_its_verdict_at_once() {
+        let now = Instant::now();
+        let mut down = tripped(now);
+        let Admission::Down(message) =
+            admit(&mut down, "http://10.0.0.9:9000", "ns/b", 100, now, true)
+        else {
+            panic!("expected the endpoint's verdict");
+        };
+        assert_eq!(
+            message,
+            "not checked: http://10.0.0.9:9000 did not answer a check at 2027-01-15T08:00:00Z \
+             (timed out after 10s waiting for the first byte); 100 BSLs use this endpoint; it is \
+             probed with one check every 1m0s until it answers"
+        );
+    }
+
+    #[test]
+    fn one_check_per_period_probes_a_down_endpoint() {
+        let now = Instant::now();
+        let mut down = tripped(now);
+        let later = now + PERIOD;
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 2, later, true),
+            Admission::Probe
+        );
+        // While the probe runs, the others keep getting the verdict.
+        assert!(matches!(
+            admit(&mut down, "e", "ns/b", 2, later, true),
+            Admission::Down(_)
+        ));
+        // The probe times out again: the next probe is a period away.
+        let again = later + Duration::from_secs(10);
+        report(
+            &mut down,
+            Contact::Silent,
+            true,
+            "timed out",
+            PERIOD,
+            (again, wall()),
+        );
+        assert!(matches!(
+            admit(&mut down, "e", "ns/b", 2, again, true),
+            Admission::Down(_)
+        ));
+        assert_eq!(
+            admit(&mut down, "e", "ns/b", 2, again + PERIOD, true),
+            Admission::Probe
+        );
+    }
+
+    #[test]
+    fn an_answer_closes_the_breaker_and_hands_back_the_bsls_told() {
+        let now = Instant::now();
+        let mut down = tripped(now);
+        for id in ["ns/a", "ns/b", "ns/b"] {
+            assert!(matches!(
+                admit(&mut down, "e", id, 2, now, true),
+                Admission::Down(_)
+            ));
+        }
+        assert_eq!(
+            admit(&mut down, "e", "ns/c", 3, now + PERIOD, true),
+            Admission::Probe
+        );
+        let mut again = report(
+            &mut down,
+            Contact::Answered,
+            true,
+            "",
+            PERIOD,
+            (now, wall()),
+        );
+        again.sort();
+        assert_eq!(again, ["ns/a", "ns/b"]);
+        assert!(down.is_none());
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 3, now, true),
+            Admission::Check
+        );
+    }
+
+    #[test]
+    fn a_check_waiting_for_its_turn_probes_only_once_it_has_it() {
+        let now = Instant::now();
+        let mut down = tripped(now);
+        let due = now + PERIOD;
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 1, due, false),
+            Admission::Check
+        );
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 1, due, true),
+            Admission::Probe
+        );
+    }
+
+    #[test]
+    fn a_probe_that_never_reached_the_network_leaves_the_next_check_to_probe() {
+        let now = Instant::now();
+        let mut down = tripped(now);
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 1, now + PERIOD, true),
+            Admission::Probe
+        );
+        report(&mut down, Contact::None, true, "", PERIOD, (now, wall()));
+        assert_eq!(
+            admit(&mut down, "e", "ns/b", 1, now + PERIOD, true),
+            Admission::Probe
+        );
+    }
+
+    #[test]
+    fn a_check_once_bsl_still_gets_its_endpoint_probed() {
+        let now = Instant::now();
+        let mut down = None;
+        report(
+            &mut down,
+            Contact::Silent,
+            false,
+            "t",
+            Duration::ZERO,
+            (now, wall()),
+        );
+        assert!(matches!(
+            admit(&mut down, "e", "ns/a", 1, now, true),
+            Admission::Down(_)
+        ));
+        assert_eq!(
+            admit(&mut down, "e", "ns/a", 1, now + DEFAULT_REPROBE, true),
+            Admission::Probe
+        );
+    }
+}
