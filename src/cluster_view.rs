@@ -75,9 +75,21 @@ where
     S: futures::Stream<Item = Result<T, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
+    // A watch failing while the apiserver is away is logged once, and its return once.
+    let mut failures = 0u64;
     while let Some(item) = stream.next().await {
-        if let Err(e) = item {
-            tracing::warn!(watch = what, error = %e, "watch failed; retrying");
+        match item {
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(watch = what, error = %e, "watch failed; retrying with backoff");
+                }
+            }
+            Ok(_) if failures > 0 => {
+                tracing::info!(watch = what, failures, "watch works again");
+                failures = 0;
+            }
+            Ok(_) => {}
         }
     }
 }

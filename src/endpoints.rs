@@ -2,13 +2,18 @@
 //! sockets ([`Lanes`]), and a circuit breaker that recognises an endpoint that does not answer
 //! once, not once per BSL.
 //!
-//! A check waits for a turn at its own endpoint and nowhere else, so a busy or silent endpoint
-//! delays only its own BSLs. When a check of an endpoint times out, the endpoint is down: the
-//! other BSLs on it get their verdict at once (Unavailable, naming the endpoint and how many
-//! BSLs share it), and one check per period probes it. When an answer comes back, the BSLs that
-//! were told it was down are handed back for a real check each.
+//! A BSL whose endpoint has no free turn does not wait for one: it joins the endpoint's line
+//! (a name in a queue) and its reconcile ends, holding nothing. When a turn is free again it is
+//! granted to the first in line, whose name is handed to the reconciler ([`Wakeups`]) to be
+//! checked. So a busy or silent endpoint delays only its own BSLs, in order, and the
+//! reconciler's slots only ever hold checks that are running.
+//!
+//! When a check of an endpoint times out, the endpoint is down: the other BSLs on it get their
+//! verdict at once (Unavailable, naming the endpoint and how many BSLs share it), and one check
+//! per period probes it. When an answer comes back, the BSLs that were told it was down are
+//! handed back for a real check each.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -22,12 +27,59 @@ use crate::connections::Lanes;
 /// checked only once).
 const DEFAULT_REPROBE: Duration = Duration::from_secs(60);
 
+/// A granted turn not taken within this long (its BSL was deleted, or found not due) goes to
+/// the next in line.
+const GRANT_TTL: Duration = Duration::from_secs(30);
+
+/// BSLs ("namespace/name") the reconciler is to check now: granted a turn, or on an endpoint
+/// that answers again.
+#[derive(Default)]
+pub struct Wakeups {
+    queued: Mutex<Vec<String>>,
+    notify: tokio::sync::Notify,
+}
+
+impl Wakeups {
+    pub fn add(&self, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        lock(&self.queued).extend(ids);
+        self.notify.notify_one();
+    }
+
+    /// Waits for some.
+    pub async fn next(&self) -> Vec<String> {
+        loop {
+            let ids = std::mem::take(&mut *lock(&self.queued));
+            if !ids.is_empty() {
+                return ids;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where a check stands at its endpoint.
+pub enum Place {
+    Turn(Turn),
+    /// In line: the BSL is woken when a turn is granted to it.
+    InLine,
+    /// The endpoint is down: this is the BSL's verdict.
+    Down(String),
+}
+
 /// One storage endpoint: its turns, its sockets and whether it answers.
 pub struct Endpoint {
     pub key: String,
     turns: Arc<Semaphore>,
     pub lanes: Arc<Lanes>,
     state: Mutex<State>,
+    wakeups: Arc<Wakeups>,
 }
 
 #[derive(Default)]
@@ -35,6 +87,11 @@ struct State {
     /// The BSLs whose checks go here, for the message that says how many share it.
     members: HashSet<String>,
     down: Option<Down>,
+    /// BSLs waiting for a turn, first come first served.
+    line: VecDeque<String>,
+    in_line: HashSet<String>,
+    /// Turns given to BSLs in line, until their reconcile takes them.
+    granted: HashMap<String, (OwnedSemaphorePermit, Instant)>,
 }
 
 /// An endpoint that did not answer a check.
@@ -72,17 +129,102 @@ pub enum Contact {
 }
 
 impl Endpoint {
-    pub fn new(key: &str, limit: usize) -> Arc<Endpoint> {
+    pub fn new(key: &str, limit: usize, wakeups: Arc<Wakeups>) -> Arc<Endpoint> {
         Arc::new(Endpoint {
             key: key.to_string(),
             turns: Arc::new(Semaphore::new(limit.max(1))),
             lanes: Lanes::new(limit),
             state: Mutex::default(),
+            wakeups,
         })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
+    }
+
+    /// A turn now, a place in line, or the endpoint's verdict; never waits. `id` is woken
+    /// through the [`Wakeups`] when a turn is granted to it.
+    pub fn place(self: &Arc<Self>, id: &str) -> Place {
+        let now = Instant::now();
+        let mut state = self.state();
+        // Turns granted long ago and never taken go to the next in line.
+        let stale: Vec<String> = state
+            .granted
+            .iter()
+            .filter(|(_, (_, at))| now.duration_since(*at) > GRANT_TTL)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for stale in &stale {
+            state.granted.remove(stale);
+        }
+        let members = state.members.len();
+        // Before a turn, a check that could probe only goes on to get one.
+        if let Admission::Down(verdict) = admit(&mut state.down, &self.key, id, members, now, false)
+        {
+            self.leave_line(&mut state, id);
+            self.dispatch(state);
+            return Place::Down(verdict);
+        }
+        let permit = match state.granted.remove(id) {
+            Some((permit, _)) => Some(permit),
+            None if state.line.is_empty() => self.turns.clone().try_acquire_owned().ok(),
+            None => None,
+        };
+        let Some(permit) = permit else {
+            if state.in_line.insert(id.to_string()) {
+                state.line.push_back(id.to_string());
+            }
+            self.dispatch(state);
+            return Place::InLine;
+        };
+        self.leave_line(&mut state, id);
+        match admit(&mut state.down, &self.key, id, members, now, true) {
+            Admission::Down(verdict) => {
+                drop(permit);
+                self.dispatch(state);
+                Place::Down(verdict)
+            }
+            admission => Place::Turn(Turn {
+                endpoint: self.clone(),
+                permit: Some(permit),
+                probing: admission == Admission::Probe,
+                reported: false,
+            }),
+        }
+    }
+
+    fn leave_line(&self, state: &mut State, id: &str) {
+        if state.in_line.remove(id) {
+            state.line.retain(|queued| queued != id);
+        }
+    }
+
+    /// Grants free turns to the first in line and wakes them.
+    fn dispatch(&self, mut state: MutexGuard<'_, State>) {
+        let now = Instant::now();
+        let mut woken = Vec::new();
+        while !state.line.is_empty() {
+            let Ok(permit) = self.turns.clone().try_acquire_owned() else {
+                break;
+            };
+            let Some(id) = state.line.pop_front() else {
+                break;
+            };
+            state.in_line.remove(&id);
+            state.granted.insert(id.clone(), (permit, now));
+            woken.push(id);
+        }
+        drop(state);
+        self.wakeups.add(woken);
+    }
+
+    /// The BSL will not take a turn granted to it (it is not due, or gone).
+    pub fn decline(&self, id: &str) {
+        let mut state = self.state();
+        state.granted.remove(id);
+        self.leave_line(&mut state, id);
+        self.dispatch(state);
     }
 
     pub fn join(&self, id: &str) {
@@ -98,48 +240,43 @@ impl Endpoint {
         if let Some(down) = &mut state.down {
             down.told.remove(id);
         }
+        state.granted.remove(id);
+        self.leave_line(&mut state, id);
+        self.dispatch(state);
     }
 
-    fn admit(&self, id: &str, may_probe: bool) -> Admission {
+    /// Waits for a turn, for a caller with no reconciler to wake it (a one-off check); the
+    /// endpoint's verdict instead when it is down.
+    pub async fn wait(self: &Arc<Self>) -> Result<Turn, String> {
+        // The semaphore is never closed.
+        let Ok(permit) = self.turns.clone().acquire_owned().await else {
+            return Err("the endpoint's turns are closed".into());
+        };
         let mut state = self.state();
         let members = state.members.len();
-        admit(
+        match admit(
             &mut state.down,
             &self.key,
-            id,
+            "",
             members,
             Instant::now(),
-            may_probe,
-        )
-    }
-
-    /// Waits for a turn, unless the endpoint is known to be down: then the verdict comes at
-    /// once, before and after waiting.
-    pub async fn turn(self: &Arc<Self>, id: &str) -> Result<Turn, String> {
-        // Before waiting, a check that could probe only goes on to wait for its turn.
-        if let Admission::Down(verdict) = self.admit(id, false) {
-            return Err(verdict);
+            true,
+        ) {
+            Admission::Down(verdict) => Err(verdict),
+            admission => Ok(Turn {
+                endpoint: self.clone(),
+                permit: Some(permit),
+                probing: admission == Admission::Probe,
+                reported: false,
+            }),
         }
-        // The semaphore is never closed.
-        let permit = self.turns.clone().acquire_owned().await.ok();
-        let probing = match self.admit(id, true) {
-            Admission::Down(verdict) => return Err(verdict),
-            Admission::Probe => true,
-            Admission::Check => false,
-        };
-        Ok(Turn {
-            endpoint: self.clone(),
-            _permit: permit,
-            probing,
-            reported: false,
-        })
     }
 }
 
 /// One check's turn at an endpoint: one of its `limit` checks at once.
 pub struct Turn {
     endpoint: Arc<Endpoint>,
-    _permit: Option<OwnedSemaphorePermit>,
+    permit: Option<OwnedSemaphorePermit>,
     probing: bool,
     reported: bool,
 }
@@ -162,14 +299,17 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
+        drop(self.permit.take());
+        let mut state = self.endpoint.state();
         // A probe that never reported (the reconciler stopped, or nothing reached the network)
         // leaves the next check to probe.
-        if self.probing && !self.reported {
-            let mut state = self.endpoint.state();
-            if let Some(down) = &mut state.down {
-                down.probing = false;
-            }
+        if self.probing
+            && !self.reported
+            && let Some(down) = &mut state.down
+        {
+            down.probing = false;
         }
+        self.endpoint.dispatch(state);
     }
 }
 
@@ -280,6 +420,47 @@ mod tests {
             (now, wall()),
         );
         down
+    }
+
+    fn woken(wakeups: &Wakeups) -> Vec<String> {
+        std::mem::take(&mut *lock(&wakeups.queued))
+    }
+
+    #[test]
+    fn a_busy_endpoint_puts_bsls_in_line_and_grants_turns_in_order() {
+        let wakeups = Arc::new(Wakeups::default());
+        let endpoint = Endpoint::new("http://s3", 1, wakeups.clone());
+        let Place::Turn(first) = endpoint.place("ns/a") else {
+            panic!("a free endpoint gives a turn");
+        };
+        assert!(matches!(endpoint.place("ns/b"), Place::InLine));
+        assert!(matches!(endpoint.place("ns/c"), Place::InLine));
+        assert!(
+            matches!(endpoint.place("ns/b"), Place::InLine),
+            "once in line"
+        );
+        assert!(woken(&wakeups).is_empty());
+        drop(first);
+        assert_eq!(
+            woken(&wakeups),
+            ["ns/b"],
+            "the first in line is granted the turn"
+        );
+        // A newcomer does not jump the line, even though a turn is held for b.
+        assert!(matches!(endpoint.place("ns/d"), Place::InLine));
+        let Place::Turn(second) = endpoint.place("ns/b") else {
+            panic!("b takes the turn granted to it");
+        };
+        drop(second);
+        assert_eq!(woken(&wakeups), ["ns/c"]);
+        // c is no longer due: its turn goes on to d.
+        endpoint.decline("ns/c");
+        assert_eq!(woken(&wakeups), ["ns/d"]);
+        endpoint.leave("ns/d");
+        assert!(
+            matches!(endpoint.place("ns/e"), Place::Turn(_)),
+            "d's turn came back"
+        );
     }
 
     #[test]

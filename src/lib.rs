@@ -18,6 +18,7 @@ pub mod pki;
 pub mod proxy;
 pub mod readiness;
 pub mod reconciler;
+pub mod retry;
 pub mod review;
 pub mod rules;
 pub mod serve;

@@ -299,6 +299,16 @@ fn validate(files: &[String]) -> ExitCode {
     }
 }
 
+/// Log targets kept quiet whatever RUST_LOG says about the rest (naming one of these targets
+/// in RUST_LOG still wins): each logs per request or per check what bsl-sentinel itself
+/// reports once per condition. kube-rs logs every failed apiserver request at ERROR (the
+/// failure comes back to the caller, which logs the outage once); object_store logs each
+/// retry (the check's verdict says it); rustls warns for a client sending an IP address as SNI
+/// (the apiserver does, to a webhook addressed by IP); actix logs connections that clients
+/// broke or sent malformed requests on.
+const QUIET: &str = "kube_client::client::builder=off,object_store::client::retry=warn,\
+                     rustls::msgs::handshake=error,actix_http::h1::dispatcher=off";
+
 /// How long the servers get to finish the requests in flight once they stop accepting.
 const SERVER_DRAIN: Duration = Duration::from_secs(5);
 
@@ -447,7 +457,14 @@ fn serve(args: ServeArgs) -> ExitCode {
         // Pod logs and files get plain text; a terminal gets colours.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_new(format!(
+                "{QUIET},{}",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())
+            ))
+            .unwrap_or_else(|e| {
+                eprintln!("warning: RUST_LOG cannot be used ({e}); logging at info");
+                tracing_subscriber::EnvFilter::new(format!("{QUIET},info"))
+            }),
         )
         .init();
     let runtime = match tokio::runtime::Runtime::new() {

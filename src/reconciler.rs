@@ -32,12 +32,21 @@ use crate::duration::GoDuration;
 use crate::health::{self, BslState, Level, Verdict};
 use crate::metrics::Metrics;
 use crate::proxy::Proxies;
+use crate::retry::Retries;
 use crate::rules;
 use crate::served_crd::SharedServedCrd;
 use crate::status::{self, ServerStatus};
 use crate::storage::{FailureReason, Outcome, Probe, Slot};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A BSL in line at a busy endpoint is looked at again after this long even if no turn was
+/// granted (a guard: turns are granted in order and their BSLs woken).
+const IN_LINE_FALLBACK: Duration = Duration::from_secs(60);
+
+/// Reconciles in flight at once: enough for every endpoint's turns to stay busy, a bound so
+/// that 10,000 BSLs do not hold 10,000 futures and their objects at once.
+const MAX_IN_FLIGHT: u16 = 256;
 
 #[derive(Clone, Debug)]
 pub struct ReconcilerConfig {
@@ -91,6 +100,7 @@ pub struct Context {
     known: Mutex<HashMap<(String, String), Known>>,
     /// Bounds concurrent status writes, so thousands of checks do not flood the apiserver.
     writes: Semaphore,
+    retries: Mutex<Retries>,
     pub metrics: Arc<Metrics>,
     health_changed: Notify,
     /// The latest server status, as published.
@@ -113,6 +123,7 @@ impl Context {
             served,
             known: Mutex::default(),
             writes: Semaphore::new(32),
+            retries: Mutex::default(),
             metrics,
             health_changed: Notify::new(),
             status: Mutex::default(),
@@ -122,6 +133,10 @@ impl Context {
 
     fn known(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Known>> {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn retries(&self) -> std::sync::MutexGuard<'_, Retries> {
+        self.retries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -160,11 +175,12 @@ pub async fn run(ctx: Arc<Context>, mut stopping: tokio::sync::watch::Receiver<b
             .default_backoff(),
     )
     .applied_objects();
-    // No limit on reconciles in flight: a limit would be held by BSLs waiting for a busy or
-    // silent endpoint and starve every other endpoint's. Each waits for its own endpoint's
-    // turn (its checks and sockets are bounded there), and a waiting BSL holds little.
+    // Reconciles in flight are bounded, and never held by a BSL waiting for its endpoint: one
+    // whose endpoint is busy takes its place in line there and its reconcile ends; it comes
+    // back through `wakeups` when granted a turn. So slots only hold running checks (at most
+    // `per_endpoint` per endpoint, and after a timeout one per silent endpoint).
     let rechecks = futures::stream::unfold(ctx.clone(), |ctx| async move {
-        let ids = ctx.probe.rechecks().await;
+        let ids = ctx.probe.wakeups().await;
         Some((futures::stream::iter(ids), ctx))
     })
     .flatten()
@@ -180,7 +196,7 @@ pub async fn run(ctx: Arc<Context>, mut stopping: tokio::sync::watch::Receiver<b
         .graceful_shutdown_on(async move {
             let _ = stop_rx.await;
         })
-        .with_config(controller::Config::default());
+        .with_config(controller::Config::default().concurrency(MAX_IN_FLIGHT));
     // One future: a replica that loses the Lease aborts both.
     let controller = controller
         .run(reconcile, error_policy, ctx.clone())
@@ -202,10 +218,14 @@ pub async fn run(ctx: Arc<Context>, mut stopping: tokio::sync::watch::Receiver<b
     }
 }
 
-fn error_policy(_: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.count_reconcile(error.metric_label());
-    tracing::warn!(%error, "will retry");
-    Action::requeue(Duration::from_secs(15))
+    let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    let (delay, started) = ctx.retries().failed(&id, Instant::now());
+    if started {
+        tracing::warn!(%error, "cannot write status; retrying each BSL with backoff (0.5s to 30s)");
+    }
+    Action::requeue(delay)
 }
 
 /// When the next check of a BSL is due.
@@ -303,13 +323,16 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
         Ok(due) => due,
         Err(action) => return Ok(action),
     };
-    // Thousands of BSLs may wait here at once, each for its own endpoint only: what waits is
-    // kept small, and the rest of the check is boxed.
     let slot = match due.spec.take() {
-        Some(spec) => Some(ctx.probe.wait_turn(&due.id, &spec).await),
+        Some(spec) => Some(ctx.probe.place(&due.id, &spec)),
         None => None,
     };
-    Box::pin(check_and_record(obj, ctx, due, slot)).await
+    if let Some(Slot::InLine) = slot {
+        // Woken when a turn is granted; the requeue only guards against a lost wake-up.
+        ctx.metrics.count_reconcile("in_line");
+        return Ok(Action::requeue(IN_LINE_FALLBACK));
+    }
+    check_and_record(obj, ctx, due, slot).await
 }
 
 /// Whether the BSL is due for a check now (Err: when it is).
@@ -328,10 +351,12 @@ fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
     match next_check(Timestamp::now(), last, period, spec_changed || recheck) {
         Next::After(left) => {
             ctx.metrics.count_reconcile("not_due");
+            ctx.probe.decline(&id);
             return Err(Action::requeue(left + jitter(&namespace, &name, period)));
         }
         Next::OnSpecChange => {
             ctx.metrics.count_reconcile("not_due");
+            ctx.probe.decline(&id);
             return Err(Action::await_change());
         }
         Next::Now => {}
@@ -381,6 +406,17 @@ async fn check_and_record(
         // The spec changed under the check: its result is not written, the change is checked.
         ctx.metrics.count_reconcile("spec_changed");
         return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    if let Some(ended) = ctx
+        .retries()
+        .succeeded(&format!("{namespace}/{name}"), Instant::now())
+    {
+        tracing::info!(
+            failures = ended.failures,
+            waiting = ended.waiting,
+            "status writes work again after {:?}",
+            ended.lasted
+        );
     }
     let known = ctx.known().get(&(namespace.clone(), name.clone())).cloned();
     let before = known.and_then(|k| k.phase).or_else(|| phase_of(&body));
@@ -678,7 +714,9 @@ fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
         let keep = present.contains(key);
         if !keep {
             ctx.metrics.forget(&key.0, &key.1);
-            ctx.probe.forget(&format!("{}/{}", key.0, key.1));
+            let id = format!("{}/{}", key.0, key.1);
+            ctx.probe.forget(&id);
+            ctx.retries().forget(&id);
         }
         keep
     });

@@ -45,10 +45,20 @@ pub fn watch_served_crd(client: kube::Client, every: Duration) -> SharedServedCr
 async fn refresh_served_crd(client: kube::Client, served: SharedServedCrd, every: Duration) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let mut tick = tokio::time::interval(every);
+    // Failures are logged when they start and when they end, not on every tick.
+    let mut failing = 0u64;
     loop {
         tick.tick().await;
         match api.get(CRD_NAME).await {
             Ok(crd) => {
+                if failing > 0 {
+                    tracing::info!(
+                        failures = failing,
+                        crd = CRD_NAME,
+                        "the CRD can be read again"
+                    );
+                    failing = 0;
+                }
                 let now = ServedCrd::from_crd(&crd);
                 if **served.load() != Some(now) {
                     tracing::info!(
@@ -60,7 +70,10 @@ async fn refresh_served_crd(client: kube::Client, served: SharedServedCrd, every
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, crd = CRD_NAME, "cannot read the CRD; keeping what was known")
+                failing += 1;
+                if failing == 1 {
+                    tracing::warn!(error = %e, crd = CRD_NAME, "cannot read the CRD; keeping what was known");
+                }
             }
         }
     }

@@ -25,13 +25,12 @@ use object_store::client::{
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
-use tokio::sync::Notify;
 use url::Url;
 
 use crate::bsl::BackupStorageLocationSpec;
 use crate::connections::{self, Progress};
 use crate::duration::GoDuration;
-use crate::endpoints::{Contact, Endpoint, Turn};
+use crate::endpoints::{Contact, Endpoint, Place, Turn, Wakeups};
 use crate::proxy::Proxies;
 use crate::rules::{self, Provider};
 
@@ -100,7 +99,10 @@ pub struct Probe {
     /// Another S3 service standing in for AWS (see [`Probe::with_aws_service`]).
     aws_service: Option<String>,
     state: Mutex<State>,
-    rechecks: Rechecks,
+    /// BSLs to check now: granted a turn, or on an endpoint that answers again.
+    wakeups: Arc<Wakeups>,
+    /// BSLs to check now whatever their schedule (their endpoint answers again).
+    forced: Mutex<HashSet<String>>,
 }
 
 #[derive(Default)]
@@ -116,16 +118,6 @@ struct State {
     regions: HashMap<String, String>,
     /// A logical clock for least-recently-used eviction of `stores`.
     tick: u64,
-}
-
-/// BSLs to check again now, whatever their schedule: their endpoint answers again.
-#[derive(Default)]
-struct Rechecks {
-    /// Not yet handed to the reconciler's trigger.
-    queued: Mutex<Vec<String>>,
-    /// Not yet checked.
-    due: Mutex<HashSet<String>>,
-    notify: Notify,
 }
 
 struct CachedStore {
@@ -144,10 +136,15 @@ struct StoreKey {
     tls: Tls,
 }
 
-/// A BSL's place in its endpoint's line: its turn, or the endpoint's verdict without one.
-pub struct Slot {
-    turn: Option<Turn>,
-    verdict: Option<Outcome>,
+/// Where a BSL's check stands at its endpoint.
+pub enum Slot {
+    Turn(Turn),
+    /// The endpoint is down: the BSL's verdict, without a check.
+    Verdict(Outcome),
+    /// In line at a busy endpoint: the BSL comes back through [`Probe::wakeups`].
+    InLine,
+    /// A provider with no endpoint bsl-sentinel checks.
+    NoEndpoint,
 }
 
 impl Probe {
@@ -160,7 +157,8 @@ impl Probe {
             proxies: Arc::default(),
             aws_service: None,
             state: Mutex::new(State::default()),
-            rechecks: Rechecks::default(),
+            wakeups: Arc::default(),
+            forced: Mutex::default(),
         }
     }
 
@@ -192,22 +190,26 @@ impl Probe {
         credential: Option<&[u8]>,
         ca_from_ref: Option<&[u8]>,
     ) -> Outcome {
-        let slot = self.wait_turn("", spec).await;
+        let slot = match self.endpoint_key(spec) {
+            None => Slot::NoEndpoint,
+            Some(key) => match self.endpoint_of(&key).wait().await {
+                Ok(turn) => Slot::Turn(turn),
+                Err(message) => Slot::Verdict(unavailable(FailureReason::Timeout, &message)),
+            },
+        };
         self.check_in(slot, spec, credential, ca_from_ref, Duration::ZERO)
             .await
     }
 
-    /// Waits for a turn at the endpoint the spec's checks go to, holding nothing any other
-    /// endpoint's checks need. `id` ("namespace/name") counts the BSL among the endpoint's.
-    pub async fn wait_turn(&self, id: &str, spec: &BackupStorageLocationSpec) -> Slot {
+    /// The BSL's place at the endpoint its checks go to, without waiting: a turn, the
+    /// endpoint's verdict, or a place in line. `id` ("namespace/name") counts the BSL among
+    /// the endpoint's and is woken when its turn comes.
+    pub fn place(&self, id: &str, spec: &BackupStorageLocationSpec) -> Slot {
         let Some(key) = self.endpoint_key(spec) else {
-            return Slot {
-                turn: None,
-                verdict: None,
-            };
+            return Slot::NoEndpoint;
         };
         let endpoint = self.endpoint_of(&key);
-        if !id.is_empty() {
+        {
             let mut state = self.state();
             let previous = state.homes.insert(id.to_string(), key.clone());
             if let Some(old) = previous.filter(|old| *old != key)
@@ -217,15 +219,25 @@ impl Probe {
             }
         }
         endpoint.join(id);
-        match endpoint.turn(id).await {
-            Ok(turn) => Slot {
-                turn: Some(turn),
-                verdict: None,
-            },
-            Err(message) => Slot {
-                turn: None,
-                verdict: Some(unavailable(FailureReason::Timeout, &message)),
-            },
+        match endpoint.place(id) {
+            Place::Turn(turn) => Slot::Turn(turn),
+            Place::InLine => Slot::InLine,
+            Place::Down(message) => Slot::Verdict(unavailable(FailureReason::Timeout, &message)),
+        }
+    }
+
+    /// The BSL will not be checked now (it is not due): a turn granted to it goes on.
+    pub fn decline(&self, id: &str) {
+        let endpoint = {
+            let state = self.state();
+            state
+                .homes
+                .get(id)
+                .and_then(|key| state.endpoints.get(key))
+                .cloned()
+        };
+        if let Some(endpoint) = endpoint {
+            endpoint.decline(id);
         }
     }
 
@@ -239,9 +251,11 @@ impl Probe {
         ca_from_ref: Option<&[u8]>,
         period: Duration,
     ) -> Outcome {
-        if let Some(verdict) = slot.verdict {
-            return verdict;
-        }
+        let turn = match slot {
+            Slot::Verdict(verdict) => return verdict,
+            Slot::Turn(turn) => Some(turn),
+            Slot::NoEndpoint | Slot::InLine => None,
+        };
         let progress = Arc::new(Progress::default());
         let checked = tokio::time::timeout(
             self.timeout,
@@ -257,7 +271,7 @@ impl Probe {
             );
             unavailable(FailureReason::Timeout, &sanitize(&message, &[]))
         });
-        if let Some(turn) = slot.turn {
+        if let Some(turn) = turn {
             let contact = match &outcome {
                 Outcome::Unavailable {
                     reason: FailureReason::Timeout,
@@ -281,26 +295,21 @@ impl Probe {
                     bsls = again.len(),
                     "the storage endpoint answers again: checking its BSLs"
                 );
-                self.rechecks.add(again);
+                lock(&self.forced).extend(again.iter().cloned());
+                self.wakeups.add(again);
             }
         }
         outcome
     }
 
-    /// BSLs whose endpoint answers again after it did not, as "namespace/name"; waits for some.
-    pub async fn rechecks(&self) -> Vec<String> {
-        loop {
-            let ids = std::mem::take(&mut *lock(&self.rechecks.queued));
-            if !ids.is_empty() {
-                return ids;
-            }
-            self.rechecks.notify.notified().await;
-        }
+    /// BSLs ("namespace/name") to check now; waits for some.
+    pub async fn wakeups(&self) -> Vec<String> {
+        self.wakeups.next().await
     }
 
     /// Whether the BSL is to be checked now whatever its schedule; true once.
     pub fn take_recheck(&self, id: &str) -> bool {
-        lock(&self.rechecks.due).remove(id)
+        lock(&self.forced).remove(id)
     }
 
     /// Forgets a BSL that is gone.
@@ -311,7 +320,7 @@ impl Probe {
         {
             endpoint.leave(id);
         }
-        lock(&self.rechecks.due).remove(id);
+        lock(&self.forced).remove(id);
     }
 
     /// Region lookup (where needed) and the listing, with no deadline of their own.
@@ -465,7 +474,7 @@ impl Probe {
             // one endpoint would break the bound.
             state.endpoints.retain(|_, e| Arc::strong_count(e) > 1);
         }
-        let endpoint = Endpoint::new(key, self.per_endpoint);
+        let endpoint = Endpoint::new(key, self.per_endpoint, self.wakeups.clone());
         state.endpoints.insert(key.to_string(), endpoint.clone());
         endpoint
     }
@@ -533,14 +542,6 @@ impl Probe {
             },
         );
         Ok(store)
-    }
-}
-
-impl Rechecks {
-    fn add(&self, ids: Vec<String>) {
-        lock(&self.due).extend(ids.iter().cloned());
-        lock(&self.queued).extend(ids);
-        self.notify.notify_one();
     }
 }
 
@@ -1437,14 +1438,9 @@ const SAS_PARAMS: [&str; 10] = [
 
 /// A message fit for a BSL's status: known secrets and SAS parameters redacted, only the first
 /// line, no response body, whitespace collapsed, at most [`MAX_MESSAGE`] characters.
-fn sanitize(message: &str, secrets: &[String]) -> String {
+pub fn sanitize(message: &str, secrets: &[String]) -> String {
     let mut text = message.lines().next().unwrap_or_default().to_string();
-    for secret in secrets {
-        // Short values would redact ordinary words; real secrets are long.
-        if secret.len() >= 8 {
-            text = text.replace(secret, "REDACTED");
-        }
-    }
+    redact(&mut text, secrets);
     // A response body (XML, HTML or JSON) starts with '<' or '{"'; what precedes it says enough.
     if let Some(at) = [text.find('<'), text.find("{\"")]
         .into_iter()
@@ -1460,10 +1456,25 @@ fn sanitize(message: &str, secrets: &[String]) -> String {
         .join(" ")
         .trim_end_matches([':', ' ', '-'])
         .to_string();
+    // Collapsing whitespace can join the pieces of a secret: redact what it made, too.
+    redact(&mut out, secrets);
     if out.chars().count() > MAX_MESSAGE {
         out = out.chars().take(MAX_MESSAGE - 3).collect::<String>() + "...";
     }
     out
+}
+
+fn redact(text: &mut String, secrets: &[String]) {
+    for secret in secrets {
+        // Short values would redact ordinary words; real secrets are long.
+        if secret.len() >= 8 {
+            *text = text.replace(secret.as_str(), "REDACTED");
+            let collapsed = secret.split_whitespace().collect::<Vec<_>>().join(" ");
+            if collapsed.len() >= 8 && collapsed != *secret {
+                *text = text.replace(&collapsed, "REDACTED");
+            }
+        }
+    }
 }
 
 /// Replaces the value of every SAS parameter in query strings (`?sig=...&se=...`).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test. Set-up included: builds the real peers from package registries into
 # $HOME/.cache/bsl-sentinel (cached: instant the second time), then runs cargo's unit and
-# integration tests, which start those peers on 127.0.0.1.
+# integration tests, which start those peers on 127.0.0.1, then each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/peers/lib.sh
@@ -18,5 +18,18 @@ bash tests/peers/build-storage.sh >/dev/null
 progress "peers: cert-manager controller and cainjector"
 bash tests/peers/build-cert-manager.sh >/dev/null
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 progress "cargo test (first build of the crate takes a few minutes)"
-cargo test --locked --all-targets
+tests=0
+cargo test --locked --all-targets 2>&1 | tee "$log" || tests=$?
+progress "fuzz: every target for a few seconds (bash fuzz/run.sh SECONDS for a long run)"
+fuzz=0
+bash fuzz/run.sh 10 | tee -a "$log" || fuzz=$?
+
+# One plain summary line: cargo's test results and the fuzz targets.
+sum() {
+  grep -E '^(test result:|fuzz: [0-9])' "$log" | grep -oE "[0-9]+ $1" | awk '{n += $1} END {print n + 0}'
+}
+echo "$(sum passed) passed, $(sum failed) failed"
+[ "$tests" -eq 0 ] && [ "$fuzz" -eq 0 ]

@@ -64,7 +64,14 @@ impl Pair {
 
     /// Starts `first`, waits until it leads and has written status, then starts `second`.
     fn start_two(&self, kubeconfig: &std::path::Path) -> (Sentinel, Sentinel) {
-        let first = Sentinel::start_with(self.plane, kubeconfig, &self.ns, "first", &Pair::flags());
+        let first = Sentinel::start_with(
+            self.plane,
+            kubeconfig,
+            &self.ns,
+            "first",
+            &Pair::flags(),
+            &[],
+        );
         first.wait_for("the first replica to lead", Duration::from_secs(20), || {
             self.holder() == "first" && first.log_text().contains("wrote status")
         });

@@ -1,12 +1,14 @@
 //! Integration tests against a real kube-apiserver and etcd (one test binary, so the control
 //! planes are shared by all tests; each test works in its own namespace).
 
+mod apiserver_faults;
 mod cli;
 mod crd_compat;
 mod deploy;
 mod election;
 mod endpoint_faults;
 mod probe;
+mod proxy_env;
 mod reconciler;
 mod support;
 mod webhook_e2e;

@@ -178,6 +178,8 @@ impl Unconnectable {
 pub struct Link {
     pub port: u16,
     cut: Arc<AtomicBool>,
+    refusing: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Link {
@@ -188,10 +190,20 @@ impl Link {
             .unwrap_or_else(|e| panic!("addr: {e}"))
             .port();
         let cut = Arc::new(AtomicBool::new(false));
-        let flag = cut.clone();
+        let refusing = Arc::new(AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (flag, refuse, opened) = (cut.clone(), refusing.clone(), open.clone());
         let upstream = upstream.to_string();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
+                if refuse.load(Ordering::SeqCst) {
+                    // Closed at once, as by a host whose server is down.
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                if let Ok(clone) = client.try_clone() {
+                    opened.lock().unwrap_or_else(|e| e.into_inner()).push(clone);
+                }
                 let (flag, upstream) = (flag.clone(), upstream.clone());
                 std::thread::spawn(move || {
                     let Ok(server) = TcpStream::connect(&upstream) else {
@@ -231,7 +243,30 @@ impl Link {
                 });
             }
         });
-        Link { port, cut }
+        Link {
+            port,
+            cut,
+            refusing,
+            open,
+        }
+    }
+
+    /// The apiserver goes away: open connections are closed and new ones refused.
+    pub fn refuse(&self) {
+        self.refusing.store(true, Ordering::SeqCst);
+        for stream in self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Back again: new connections go through.
+    pub fn accept(&self) {
+        self.refusing.store(false, Ordering::SeqCst);
     }
 
     pub fn cut(&self) {

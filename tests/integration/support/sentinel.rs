@@ -40,16 +40,18 @@ impl Sentinel {
         identity: &str,
         extra: &[&str],
     ) -> Sentinel {
-        Sentinel::start_with(plane, &plane.kubeconfig, namespace, identity, extra)
+        Sentinel::start_with(plane, &plane.kubeconfig, namespace, identity, extra, &[])
     }
 
-    /// The same with another kubeconfig (one that reaches the apiserver through a proxy).
+    /// The same with another kubeconfig (one that reaches the apiserver through a link or a
+    /// proxy) and environment variables set.
     pub fn start_with(
         plane: &ControlPlane,
         kubeconfig: &std::path::Path,
         namespace: &str,
         identity: &str,
         extra: &[&str],
+        env: &[(&str, &str)],
     ) -> Sentinel {
         let admin = free_port();
         let log = plane
@@ -69,7 +71,8 @@ impl Sentinel {
                 identity,
             ])
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(extra);
+            .args(extra)
+            .envs(env.iter().copied());
         // Short intervals for tests, unless `extra` sets them.
         for (flag, value) in [
             ("--validation-frequency", "2s"),

@@ -1,0 +1,118 @@
+//! The apiserver going away under a running reconciler (its connections closed, new ones
+//! refused, as when the apiserver restarts): status writes back off and resume, the outage is
+//! logged once when it starts and once when it ends, and no phase goes wrong or backwards.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::support::faults::Link;
+use crate::support::sentinel::Sentinel;
+use crate::support::storage::SeaweedFs;
+use crate::support::{ControlPlane, Crd};
+
+const BSLS: usize = 20;
+
+fn last_validations(plane: &ControlPlane, ns: &str) -> HashMap<String, (String, String)> {
+    let out = plane.kubectl().run(&["get", "bsl", "-n", ns, "-o", "json"]);
+    let list: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&item["metadata"]["name"]),
+                (
+                    text(&item["status"]["phase"]),
+                    text(&item["status"]["lastValidationTime"]),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
+    let plane = ControlPlane::get(Crd::Velero);
+    let ns = plane.namespace("apiserver-outage");
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("outage").await;
+    let location = s3.location("outage", None);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&location.credential);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"}, "data": {"cloud": b64}});
+    assert!(plane.kubectl().apply(&ns, &secret.to_string()).success);
+    let mut spec = serde_json::to_value(&location.spec).unwrap_or_default();
+    spec["credential"] = json!({"name": "cloud", "key": "cloud"});
+    let items: Vec<Value> = (0..BSLS)
+        .map(|i| json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("b{i:02}")}, "spec": spec}))
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    assert!(
+        plane
+            .kubectl()
+            .run_with_stdin(&["create", "-n", &ns, "-f", "-"], &list.to_string())
+            .success
+    );
+
+    let link = Link::start(plane.server.trim_start_matches("https://"));
+    let text = std::fs::read_to_string(&plane.kubeconfig).unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = plane.dir.join(format!("kubeconfig-{ns}"));
+    std::fs::write(
+        &kubeconfig,
+        text.replace(
+            &format!("server: {}", plane.server),
+            &format!("server: https://127.0.0.1:{}", link.port),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let sentinel = Sentinel::start_with(
+        plane,
+        &kubeconfig,
+        &ns,
+        "outage",
+        &["--leader-election=false", "--validation-frequency", "1s"],
+        &[],
+    );
+    sentinel.wait_for("every BSL Available", Duration::from_secs(30), || {
+        let now = last_validations(plane, &ns);
+        now.len() == BSLS && now.values().all(|(phase, _)| phase == "Available")
+    });
+
+    link.refuse();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let before = last_validations(plane, &ns);
+    let log_at_outage = sentinel.log_text().len();
+    link.accept();
+    let back = Instant::now();
+    sentinel.wait_for("writes to resume", Duration::from_secs(30), || {
+        let now = last_validations(plane, &ns);
+        now.iter().all(|(name, (phase, last))| {
+            phase == "Available" && before.get(name).is_some_and(|(_, old)| last > old)
+        })
+    });
+    eprintln!(
+        "status writes of {BSLS} BSLs resumed {:?} after the apiserver came back",
+        back.elapsed()
+    );
+
+    let log = sentinel.log_text();
+    assert_eq!(
+        log.matches("cannot write status").count(),
+        1,
+        "one line when the outage starts:\n{log}"
+    );
+    assert!(
+        log[log_at_outage..].contains("status writes work again"),
+        "one line when it ends:\n{log}"
+    );
+    // Everything else the outage caused, at warning level or above.
+    let noisy = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .count();
+    assert!(noisy <= 6, "{noisy} warnings for one outage:\n{log}");
+}

@@ -1,0 +1,106 @@
+//! `serve` with Velero's proxy variables in its environment, as README tells users to run it:
+//! it starts, reaches the apiserver through HTTPS_PROXY unless NO_PROXY excepts it (then it
+//! goes direct), checks storage as before, and no log line carries the proxy's password.
+
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::json;
+
+use crate::support::forward_proxy::ForwardProxy;
+use crate::support::sentinel::Sentinel;
+use crate::support::storage::SeaweedFs;
+use crate::support::{ControlPlane, Crd};
+
+const PASSWORD: &str = "pr0xy-s3cret";
+
+/// A kubeconfig naming the apiserver by a host only the forward proxy resolves (to
+/// 127.0.0.1), verified as "localhost", a name its certificate holds.
+fn proxied_kubeconfig(plane: &ControlPlane, name: &str) -> std::path::PathBuf {
+    let text =
+        std::fs::read_to_string(&plane.kubeconfig).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    let port = plane.server.rsplit(':').next().unwrap_or_default();
+    let text = text.replace(
+        &format!("    server: {}", plane.server),
+        &format!("    server: https://kubernetes.proxied:{port}\n    tls-server-name: localhost"),
+    );
+    let path = plane.dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_reaches_the_apiserver_through_https_proxy_unless_no_proxy_says_otherwise() {
+    let plane = ControlPlane::get(Crd::Velero);
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("proxied").await;
+    let proxy = ForwardProxy::start("svc", PASSWORD).await;
+    let https_proxy = format!("http://svc:{PASSWORD}@127.0.0.1:{}", proxy.port);
+    let kubeconfig = proxied_kubeconfig(plane, "kubeconfig-proxied");
+
+    for (case, no_proxy) in [("via-proxy", ""), ("direct", ".proxied")] {
+        let ns = plane.namespace(case);
+        let location = s3.location("proxied", None);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&location.credential);
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"}, "data": {"cloud": b64}});
+        assert!(plane.kubectl().apply(&ns, &secret.to_string()).success);
+        let mut spec = serde_json::to_value(&location.spec).unwrap_or_default();
+        spec["credential"] = json!({"name": "cloud", "key": "cloud"});
+        let bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": "b"}, "spec": spec});
+        assert!(plane.kubectl().apply(&ns, &bsl.to_string()).success);
+
+        let before = proxy.seen().len();
+        let mut env = vec![("HTTPS_PROXY", https_proxy.as_str())];
+        if !no_proxy.is_empty() {
+            env.push(("NO_PROXY", no_proxy));
+        }
+        let sentinel = Sentinel::start_with(plane, &kubeconfig, &ns, case, &[], &env);
+        let kubectl = plane.kubectl();
+        let phase = || {
+            let args = [
+                "get",
+                "bsl",
+                "b",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.status.phase}",
+            ];
+            kubectl.run(&args).stdout
+        };
+        if no_proxy.is_empty() {
+            sentinel.wait_for(
+                "the BSL checked via the proxy",
+                Duration::from_secs(30),
+                || phase() == "Available",
+            );
+        } else {
+            // Direct, the name only the proxy knows does not resolve: the process keeps
+            // running and says it cannot reach the Lease.
+            sentinel.wait_for("a direct attempt", Duration::from_secs(30), || {
+                sentinel
+                    .log_text()
+                    .contains("cannot read or renew the Lease")
+            });
+        }
+        let tunnels: Vec<String> = proxy.seen()[before..]
+            .iter()
+            .filter(|line| line.starts_with("CONNECT kubernetes.proxied:"))
+            .cloned()
+            .collect();
+        if no_proxy.is_empty() {
+            assert!(
+                !tunnels.is_empty(),
+                "the apiserver was not reached through the proxy"
+            );
+        } else {
+            assert!(tunnels.is_empty(), "NO_PROXY ignored: {tunnels:?}");
+        }
+        let log = sentinel.log_text();
+        assert!(
+            !log.contains(PASSWORD),
+            "the proxy password is in the log:\n{log}"
+        );
+        assert_eq!(sentinel.get("/livez").0, 200, "{case}: still running");
+    }
+}
