@@ -11,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(d) = GoDuration::parse(text) {
         let printed = d.to_string();
-        assert_eq!(GoDuration::parse(&printed).ok(), Some(d), "{text:?} printed {printed:?}");
+        assert_eq!(
+            GoDuration::parse(&printed).ok(),
+            Some(d),
+            "{text:?} printed {printed:?}"
+        );
     }
 });

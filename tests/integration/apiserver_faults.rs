@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::support::faults::Link;
@@ -41,12 +40,9 @@ async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
     let ns = plane.namespace("apiserver-outage");
     let s3 = SeaweedFs::shared();
     s3.create_bucket("outage").await;
-    let location = s3.location("outage", None);
-    let b64 = base64::engine::general_purpose::STANDARD.encode(&location.credential);
-    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"}, "data": {"cloud": b64}});
-    assert!(plane.kubectl().apply(&ns, &secret.to_string()).success);
-    let mut spec = serde_json::to_value(&location.spec).unwrap_or_default();
-    spec["credential"] = json!({"name": "cloud", "key": "cloud"});
+    let spec = s3
+        .location("outage", None)
+        .spec_with_secret(&plane.kubectl(), &ns, "cloud");
     let items: Vec<Value> = (0..BSLS)
         .map(|i| json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("b{i:02}")}, "spec": spec}))
         .collect();
@@ -59,16 +55,11 @@ async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
     );
 
     let link = Link::start(plane.server.trim_start_matches("https://"));
-    let text = std::fs::read_to_string(&plane.kubeconfig).unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = plane.dir.join(format!("kubeconfig-{ns}"));
-    std::fs::write(
-        &kubeconfig,
-        text.replace(
-            &format!("server: {}", plane.server),
-            &format!("server: https://127.0.0.1:{}", link.port),
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = plane.kubeconfig_for(
+        &format!("kubeconfig-{ns}"),
+        &format!("https://127.0.0.1:{}", link.port),
+        "",
+    );
     let sentinel = Sentinel::start_with(
         plane,
         &kubeconfig,

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use jiff::Timestamp;
 use serde_json::json;
 
@@ -26,12 +25,9 @@ impl Pair {
         let ns = plane.namespace(prefix);
         let s3 = SeaweedFs::shared();
         s3.create_bucket("election").await;
-        let location = s3.location("election", None);
-        let b64 = base64::engine::general_purpose::STANDARD.encode(&location.credential);
-        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"}, "data": {"cloud": b64}});
-        assert!(plane.kubectl().apply(&ns, &secret.to_string()).success);
-        let mut spec = serde_json::to_value(&location.spec).unwrap_or_default();
-        spec["credential"] = json!({"name": "cloud", "key": "cloud"});
+        let mut spec =
+            s3.location("election", None)
+                .spec_with_secret(&plane.kubectl(), &ns, "cloud");
         spec["default"] = json!(true);
         let bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": "primary"}, "spec": spec});
         assert!(plane.kubectl().apply(&ns, &bsl.to_string()).success);
@@ -131,17 +127,11 @@ async fn a_partitioned_leader_steps_down_before_another_takes_over() {
     // The first replica reaches the apiserver through a link the test can cut.
     let server = pair.plane.server.trim_start_matches("https://").to_string();
     let link = Link::start(&server);
-    let kubeconfig_text = std::fs::read_to_string(&pair.plane.kubeconfig)
-        .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-    let cut_off = pair.plane.dir.join(format!("kubeconfig-{}", pair.ns));
-    std::fs::write(
-        &cut_off,
-        kubeconfig_text.replace(
-            &format!("server: {}", pair.plane.server),
-            &format!("server: https://127.0.0.1:{}", link.port),
-        ),
-    )
-    .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    let cut_off = pair.plane.kubeconfig_for(
+        &format!("kubeconfig-{}", pair.ns),
+        &format!("https://127.0.0.1:{}", link.port),
+        "",
+    );
     let (first, second) = pair.start_two(&cut_off);
     tokio::time::sleep(Duration::from_secs(2)).await;
 

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use base64::Engine;
 use serde_json::json;
 
 use crate::support::forward_proxy::ForwardProxy;
@@ -14,21 +13,6 @@ use crate::support::{ControlPlane, Crd};
 
 const PASSWORD: &str = "pr0xy-s3cret";
 
-/// A kubeconfig naming the apiserver by a host only the forward proxy resolves (to
-/// 127.0.0.1), verified as "localhost", a name its certificate holds.
-fn proxied_kubeconfig(plane: &ControlPlane, name: &str) -> std::path::PathBuf {
-    let text =
-        std::fs::read_to_string(&plane.kubeconfig).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-    let port = plane.server.rsplit(':').next().unwrap_or_default();
-    let text = text.replace(
-        &format!("    server: {}", plane.server),
-        &format!("    server: https://kubernetes.proxied:{port}\n    tls-server-name: localhost"),
-    );
-    let path = plane.dir.join(name);
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_reaches_the_apiserver_through_https_proxy_unless_no_proxy_says_otherwise() {
     let plane = ControlPlane::get(Crd::Velero);
@@ -36,16 +20,20 @@ async fn serve_reaches_the_apiserver_through_https_proxy_unless_no_proxy_says_ot
     s3.create_bucket("proxied").await;
     let proxy = ForwardProxy::start("svc", PASSWORD).await;
     let https_proxy = format!("http://svc:{PASSWORD}@127.0.0.1:{}", proxy.port);
-    let kubeconfig = proxied_kubeconfig(plane, "kubeconfig-proxied");
+    // The apiserver by a name only the forward proxy resolves (to 127.0.0.1), verified as
+    // "localhost", a name its certificate holds.
+    let port = plane.server.rsplit(':').next().unwrap_or_default();
+    let kubeconfig = plane.kubeconfig_for(
+        "kubeconfig-proxied",
+        &format!("https://kubernetes.proxied:{port}"),
+        "tls-server-name: localhost",
+    );
 
     for (case, no_proxy) in [("via-proxy", ""), ("direct", ".proxied")] {
         let ns = plane.namespace(case);
-        let location = s3.location("proxied", None);
-        let b64 = base64::engine::general_purpose::STANDARD.encode(&location.credential);
-        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"}, "data": {"cloud": b64}});
-        assert!(plane.kubectl().apply(&ns, &secret.to_string()).success);
-        let mut spec = serde_json::to_value(&location.spec).unwrap_or_default();
-        spec["credential"] = json!({"name": "cloud", "key": "cloud"});
+        let spec = s3
+            .location("proxied", None)
+            .spec_with_secret(&plane.kubectl(), &ns, "cloud");
         let bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": "b"}, "spec": spec});
         assert!(plane.kubectl().apply(&ns, &bsl.to_string()).success);
 

@@ -78,6 +78,22 @@ impl ControlPlane {
     }
 
     /// A fresh namespace for one test.
+    /// A copy of the admin kubeconfig naming another server (`https://host:port`, e.g. a
+    /// proxy's or a link's port), with `extra` lines added to the cluster (such as
+    /// `tls-server-name: localhost`).
+    pub fn kubeconfig_for(&self, name: &str, server: &str, extra: &str) -> PathBuf {
+        let text = std::fs::read_to_string(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
+        let cluster = match extra {
+            "" => format!("    server: {server}"),
+            extra => format!("    server: {server}\n    {extra}"),
+        };
+        let text = text.replace(&format!("    server: {}", self.server), &cluster);
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+
     pub fn namespace(&self, prefix: &str) -> String {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

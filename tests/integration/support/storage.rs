@@ -259,6 +259,27 @@ impl SeaweedFs {
 }
 
 /// An AWS shared credentials file with one default profile.
+impl Location {
+    /// The location's spec as JSON, its credential in Secret `secret` (key "cloud"), which is
+    /// created in `namespace`.
+    pub fn spec_with_secret(
+        &self,
+        kubectl: &crate::support::Kubectl,
+        namespace: &str,
+        secret: &str,
+    ) -> serde_json::Value {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&self.credential);
+        let manifest = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret}, "data": {"cloud": b64}});
+        let out = kubectl.apply(namespace, &manifest.to_string());
+        assert!(out.success, "creating Secret {secret}: {}", out.stderr);
+        let mut spec = serde_json::to_value(&self.spec).unwrap_or_default();
+        spec["credential"] = serde_json::json!({"name": secret, "key": "cloud"});
+        spec
+    }
+}
+
 pub fn credentials_ini(access_key: &str, secret_key: &str) -> String {
     format!("[default]\naws_access_key_id = {access_key}\naws_secret_access_key = {secret_key}\n")
 }
