@@ -11,7 +11,7 @@ use base64::Engine;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::support::faults::{Faulty, Mode};
+use crate::support::faults::{Faulty, Link, Mode};
 use crate::support::sentinel::Sentinel;
 use crate::support::storage::{SeaweedFs, credentials_ini};
 use crate::support::{ControlPlane, Crd};
@@ -358,4 +358,57 @@ async fn slow_endpoint_delays_only_its_own_bsls() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// A storage endpoint that goes away and comes back again and again (its connections closed,
+/// new ones refused): every flap is seen at the next check both ways, and the socket bound
+/// holds throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_flaps_are_followed_and_the_socket_bound_holds() {
+    const FLAPS: usize = 8;
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("faults").await;
+    let link = Link::start(s3.endpoint.trim_start_matches("http://"));
+    let fx = Fixture::new("flaps").await;
+    fx.bsls(
+        "flap",
+        30,
+        &format!("http://127.0.0.1:{}", link.port),
+        "good",
+    );
+    let sentinel = Sentinel::start(
+        fx.plane,
+        &fx.ns,
+        "flaps",
+        &[
+            "--check-timeout",
+            "2s",
+            "--validation-frequency",
+            "1s",
+            "--max-connections-per-endpoint",
+            "2",
+        ],
+    );
+    let within = Duration::from_secs(15);
+    fx.wait_all(&sentinel, "flap", within, "Available", available)
+        .await;
+    let start = Instant::now();
+    for _ in 0..FLAPS {
+        link.refuse();
+        fx.wait_all(&sentinel, "flap", within, "Unavailable", unavailable)
+            .await;
+        link.accept();
+        fx.wait_all(&sentinel, "flap", within, "Available", available)
+            .await;
+    }
+    eprintln!(
+        "{FLAPS} storage flaps under 30 BSLs followed both ways in {:?}, peak {} connections (limit 2)",
+        start.elapsed(),
+        link.peak_connections()
+    );
+    assert!(
+        link.peak_connections() <= 2,
+        "{} connections at once (limit 2)",
+        link.peak_connections()
+    );
 }

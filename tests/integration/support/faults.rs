@@ -179,7 +179,15 @@ pub struct Link {
     pub port: u16,
     cut: Arc<AtomicBool>,
     refusing: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
+    open: Arc<Mutex<Open>>,
+}
+
+/// The connections a link carries now, and the most it ever carried at once.
+#[derive(Default)]
+struct Open {
+    streams: std::collections::HashMap<u64, TcpStream>,
+    next: u64,
+    peak: usize,
 }
 
 impl Link {
@@ -191,7 +199,7 @@ impl Link {
             .port();
         let cut = Arc::new(AtomicBool::new(false));
         let refusing = Arc::new(AtomicBool::new(false));
-        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let open: Arc<Mutex<Open>> = Arc::default();
         let (flag, refuse, opened) = (cut.clone(), refusing.clone(), open.clone());
         let upstream = upstream.to_string();
         std::thread::spawn(move || {
@@ -201,11 +209,19 @@ impl Link {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
-                if let Ok(clone) = client.try_clone() {
-                    opened.lock().unwrap_or_else(|e| e.into_inner()).push(clone);
-                }
-                let (flag, upstream) = (flag.clone(), upstream.clone());
+                let id = {
+                    let mut open = opened.lock().unwrap_or_else(|e| e.into_inner());
+                    let id = open.next;
+                    open.next += 1;
+                    if let Ok(clone) = client.try_clone() {
+                        open.streams.insert(id, clone);
+                    }
+                    open.peak = open.peak.max(open.streams.len());
+                    id
+                };
+                let (flag, upstream, opened) = (flag.clone(), upstream.clone(), opened.clone());
                 std::thread::spawn(move || {
+                    let _done = Done(opened, id);
                     let Ok(server) = TcpStream::connect(&upstream) else {
                         return;
                     };
@@ -251,17 +267,18 @@ impl Link {
         }
     }
 
-    /// The apiserver goes away: open connections are closed and new ones refused.
+    /// The server goes away: open connections are closed and new ones refused.
     pub fn refuse(&self) {
         self.refusing.store(true, Ordering::SeqCst);
-        for stream in self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, stream) in open.streams.drain() {
             let _ = stream.shutdown(Shutdown::Both);
         }
+    }
+
+    /// The most connections it carried at once.
+    pub fn peak_connections(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).peak
     }
 
     /// Back again: new connections go through.
@@ -275,5 +292,18 @@ impl Link {
 
     pub fn heal(&self) {
         self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Removes a link's connection from the count when its thread ends.
+struct Done(Arc<Mutex<Open>>, u64);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .streams
+            .remove(&self.1);
     }
 }
