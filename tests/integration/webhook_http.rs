@@ -347,3 +347,79 @@ async fn certificate_swap_serves_new_handshakes_and_keeps_open_connections() {
     .await;
     assert_eq!((status, &body["response"]["allowed"]), (200, &json!(true)));
 }
+
+/// Certificate rotations while clients keep sending reviews, each on a new TLS connection (as
+/// the apiserver does after idle) or on connections kept open: no request fails, and new
+/// handshakes get the new certificates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_rotations_under_load_fail_no_request() {
+    const ROTATIONS: usize = 10;
+    let mut webhook = Webhook::start().await;
+    tokio::spawn(webhook.cert.clone().watch(Duration::from_millis(50)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let body = review("load", "CREATE", &bsl("x", valid_spec()), None, false).to_string();
+    let mut clients = Vec::new();
+    for client in 0..4 {
+        let (stop, body) = (stop.clone(), body.clone());
+        let (addr, ca) = (webhook.addr, webhook.mount.ca.cert_pem());
+        clients.push(tokio::spawn(async move {
+            let mut leaves = std::collections::HashSet::new();
+            let (mut ok, mut failed) = (0usize, Vec::new());
+            let mut kept = None;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Odd clients keep one connection; even ones open a new one each time.
+                let conn = match kept.take() {
+                    Some(conn) if client % 2 == 1 => Ok(conn),
+                    // A fresh client configuration: no session to resume (a resumed session
+                    // shows the certificate of the one it resumes).
+                    _ => https::connect(addr, https::client_config(&ca)).await,
+                };
+                let mut conn = match conn {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        failed.push(format!("connect: {e}"));
+                        continue;
+                    }
+                };
+                leaves.insert(conn.peer_cert.clone());
+                match conn.request("POST", "/validate", body.clone().into()).await {
+                    Ok((200, answer)) if answer.windows(14).any(|w| w == b"\"allowed\":true") => {
+                        ok += 1
+                    }
+                    Ok((status, answer)) => failed.push(format!(
+                        "HTTP {status}: {}",
+                        String::from_utf8_lossy(&answer)
+                    )),
+                    Err(e) => failed.push(format!("request: {e}")),
+                }
+                kept = Some(conn);
+            }
+            (ok, failed, leaves.len())
+        }));
+    }
+    for _ in 0..ROTATIONS {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let next = webhook.mount.issue();
+        webhook.mount.update(&next);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut total = 0;
+    for (client, handle) in clients.into_iter().enumerate() {
+        let (ok, failed, leaves) = handle.await.unwrap_or_else(|e| panic!("client: {e}"));
+        assert!(
+            failed.is_empty(),
+            "client {client}: {} failed: {failed:?}",
+            failed.len()
+        );
+        if client % 2 == 0 {
+            assert!(
+                leaves > ROTATIONS / 2,
+                "client {client} saw {leaves} certificates"
+            );
+        }
+        total += ok;
+    }
+    eprintln!("{ROTATIONS} certificate rotations under load: {total} reviews, 0 failed");
+    assert!(total > 100, "only {total} reviews under load");
+}
