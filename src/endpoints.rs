@@ -162,6 +162,8 @@ impl Endpoint {
         // Before a turn, a check that could probe only goes on to get one.
         if let Admission::Down(verdict) = admit(&mut state.down, &self.key, id, members, now, false)
         {
+            // A turn granted to it goes on to the next in line.
+            state.granted.remove(id);
             self.leave_line(&mut state, id);
             self.dispatch(state);
             return Place::Down(verdict);
@@ -461,6 +463,20 @@ mod tests {
             matches!(endpoint.place("ns/e"), Place::Turn(_)),
             "d's turn came back"
         );
+    }
+
+    #[test]
+    fn a_bsl_in_line_told_the_endpoint_is_down_gives_its_turn_back() {
+        let wakeups = Arc::new(Wakeups::default());
+        let endpoint = Endpoint::new("http://silent", 1, wakeups.clone());
+        let Place::Turn(first) = endpoint.place("ns/a") else {
+            panic!("a free endpoint gives a turn");
+        };
+        assert!(matches!(endpoint.place("ns/b"), Place::InLine));
+        first.report(Contact::Silent, "timed out", PERIOD);
+        assert_eq!(woken(&wakeups), ["ns/b"]);
+        assert!(matches!(endpoint.place("ns/b"), Place::Down(_)));
+        assert_eq!(endpoint.turns.available_permits(), 1, "no turn kept for b");
     }
 
     #[test]
