@@ -27,7 +27,9 @@ for target in $(cargo +nightly fuzz list); do
   if cargo +nightly fuzz run -O "$target" "$work" -- -max_total_time="$seconds" \
       -max_len=65536 -rss_limit_mb=2048 >"$work.log" 2>&1; then
     runs=$(grep -o 'Done [0-9]* runs' "$work.log" | tail -1)
-    progress "fuzz: $target ok (${runs:-no summary} in ${seconds}s)"
+    # libFuzzer's last status line: edges covered (cov) and features (ft).
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$work.log" | tail -1)
+    progress "fuzz: $target ok (${runs:-no summary} in ${seconds}s, ${cov:-no coverage line})"
     passed=$((passed + 1))
   else
     progress "fuzz: $target FAILED; its log:"

@@ -93,7 +93,13 @@ async fn sigterm_releases_the_lease_and_the_other_takes_over_at_once() {
     assert_eq!(pair.holder(), "first");
 
     let stopped = Instant::now();
-    let code = first.terminate(Duration::from_secs(10));
+    first.send_sigterm();
+    // Not ready at once, so the Service stops sending reviews, while still alive.
+    first.wait_for("readiness off", Duration::from_millis(900), || {
+        first.get("/readyz").0 == 503
+    });
+    assert_eq!(first.get("/livez").0, 200, "alive through the grace");
+    let code = first.wait_exit(Duration::from_secs(10));
     assert_eq!(
         code,
         Some(0),

@@ -77,7 +77,6 @@ impl ControlPlane {
         kube::Client::try_from(config).unwrap_or_else(|e| panic!("client: {e}"))
     }
 
-    /// A fresh namespace for one test.
     /// A copy of the admin kubeconfig naming another server (`https://host:port`, e.g. a
     /// proxy's or a link's port), with `extra` lines added to the cluster (such as
     /// `tls-server-name: localhost`).
@@ -94,6 +93,7 @@ impl ControlPlane {
         path
     }
 
+    /// A fresh namespace for one test.
     pub fn namespace(&self, prefix: &str) -> String {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -228,9 +228,19 @@ fn start_etcd() -> Shared {
         None => run_script("tests/peers/build-kube.sh"),
     });
     let root = scratch_root();
+    let (mut etcd, url) = etcd_process(&bin, &root);
+    Shared {
+        root,
+        bin,
+        etcd: url,
+        children: etcd.child.take().into_iter().collect(),
+    }
+}
+
+/// etcd on two free ports with its data under `root`, started and answering.
+fn etcd_process(bin: &Path, root: &Path) -> (Process, String) {
     let (client, peer) = (free_port(), free_port());
     let etcd = format!("http://127.0.0.1:{client}");
-    let log = root.join("etcd.log");
     let mut cmd = Command::new(bin.join("etcd"));
     cmd.arg(format!("--data-dir={}", root.join("etcd").display()))
         .arg(format!("--listen-client-urls={etcd}"))
@@ -242,16 +252,59 @@ fn start_etcd() -> Shared {
         .arg(format!("--initial-cluster=default=http://127.0.0.1:{peer}"))
         .arg("--unsafe-no-fsync=true")
         .arg("--log-level=warn");
-    let child = spawn(cmd, &log);
+    let mut process = Process::new(&cmd, &root.join("etcd.log"));
+    process.start();
     let health = format!("127.0.0.1:{client}");
-    wait_for("etcd", &log, Duration::from_secs(30), || {
+    wait_for("etcd", &process.log, Duration::from_secs(30), || {
         std::net::TcpStream::connect(&health).is_ok()
     });
-    Shared {
-        root,
-        bin,
-        etcd,
-        children: vec![child],
+    (process, etcd)
+}
+
+/// A server process that can be killed and started again with the same command line.
+pub struct Process {
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    pub log: PathBuf,
+    child: Option<Child>,
+    starts: usize,
+}
+
+impl Process {
+    fn new(cmd: &Command, log: &Path) -> Process {
+        Process {
+            program: cmd.get_program().to_os_string(),
+            args: cmd.get_args().map(|a| a.to_os_string()).collect(),
+            log: log.to_path_buf(),
+            child: None,
+            starts: 0,
+        }
+    }
+
+    /// Starts it; each restart logs to a file of its own (`x.log`, `x.log.1`, ...).
+    pub fn start(&mut self) {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        let log = match self.starts {
+            0 => self.log.clone(),
+            n => PathBuf::from(format!("{}.{n}", self.log.display())),
+        };
+        self.starts += 1;
+        self.child = Some(spawn(cmd, &log));
+    }
+
+    /// SIGKILL, as a crash or a node loss.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -278,6 +331,51 @@ fn write(path: &Path, text: &str) {
 
 fn start_apiserver(crd: Crd) -> ControlPlane {
     let (root, bin, etcd) = with_shared(|s| (s.root.clone(), s.bin.clone(), s.etcd.clone()));
+    let (plane, mut process) = apiserver_process(crd, &root, &bin, &etcd);
+    if let Some(child) = process.child.take() {
+        adopt(child);
+    }
+    plane
+}
+
+/// A control plane of one test's own, whose etcd and kube-apiserver it can kill and start again
+/// (same ports, same data), as in a crash or an upgrade.
+pub struct Restartable {
+    pub plane: ControlPlane,
+    pub etcd: Process,
+    pub apiserver: Process,
+}
+
+impl Restartable {
+    pub fn start(crd: Crd) -> Restartable {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bin = with_shared(|s| s.bin.clone());
+        let root = with_shared(|s| s.root.join(format!("own-{n}")));
+        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+        let (etcd, url) = etcd_process(&bin, &root);
+        let (plane, apiserver) = apiserver_process(crd, &root, &bin, &url);
+        Restartable {
+            plane,
+            etcd,
+            apiserver,
+        }
+    }
+
+    /// Waits until the apiserver answers /readyz again.
+    pub fn wait_ready(&self) {
+        let kubectl = self.plane.kubectl();
+        wait_for(
+            "kube-apiserver",
+            &self.apiserver.log,
+            Duration::from_secs(60),
+            || kubectl.run(&["get", "--raw", "/readyz"]).success,
+        );
+    }
+}
+
+fn apiserver_process(crd: Crd, root: &Path, bin: &Path, etcd: &str) -> (ControlPlane, Process) {
+    let bin = bin.to_path_buf();
     let name = match crd {
         Crd::Velero => "velero",
         Crd::Project => "project",
@@ -330,7 +428,8 @@ fn start_apiserver(crd: Crd) -> ControlPlane {
             path("sa.key")
         ))
         .arg("--endpoint-reconciler-type=none");
-    adopt(spawn(cmd, &log));
+    let mut process = Process::new(&cmd, &log);
+    process.start();
 
     let kubeconfig = dir.join("kubeconfig");
     write(
@@ -383,7 +482,7 @@ fn start_apiserver(crd: Crd) -> ControlPlane {
         "--timeout=30s",
         &format!("crd/{}", bsl_sentinel::bsl::CRD_NAME),
     ]);
-    plane
+    (plane, process)
 }
 
 fn kubeconfig_yaml(server: &str, ca: &str, cert: &str, key: &str) -> String {

@@ -139,16 +139,25 @@ impl Sentinel {
         self.child.as_ref().map(Child::id).unwrap_or_default()
     }
 
-    /// SIGTERM, as the kubelet stops a pod; waits up to `within` for the process to exit and
-    /// returns its exit code.
-    pub fn terminate(&mut self, within: Duration) -> Option<i32> {
-        let mut child = self.child.take()?;
-        let pid = libc::pid_t::try_from(child.id()).ok()?;
+    /// SIGTERM, as the kubelet stops a pod; returns at once (see [`Sentinel::wait_exit`]).
+    pub fn send_sigterm(&self) {
+        let Some(pid) = self
+            .child
+            .as_ref()
+            .and_then(|c| libc::pid_t::try_from(c.id()).ok())
+        else {
+            return;
+        };
         // SAFETY: kill(2) on the child this struct spawned and still owns.
         #[allow(unsafe_code)]
         unsafe {
             libc::kill(pid, libc::SIGTERM);
         }
+    }
+
+    /// Waits up to `within` for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let mut child = self.child.take()?;
         let start = Instant::now();
         while start.elapsed() < within {
             if let Ok(Some(status)) = child.try_wait() {
