@@ -35,25 +35,28 @@ fn last_validations(plane: &ControlPlane, ns: &str) -> HashMap<String, (String, 
         .collect()
 }
 
+/// `n` BSLs b00, b01, ... on one SeaweedFS bucket, sharing one credential Secret.
+async fn create_bsls(plane: &ControlPlane, ns: &str, n: usize) {
+    let s3 = SeaweedFs::shared();
+    s3.create_bucket("apiserver-faults").await;
+    let spec =
+        s3.location("apiserver-faults", None)
+            .spec_with_secret(&plane.kubectl(), ns, "cloud");
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("b{i:02}")}, "spec": spec}))
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let out = plane
+        .kubectl()
+        .run_with_stdin(&["create", "-n", ns, "-f", "-"], &list.to_string());
+    assert!(out.success, "{}", out.stderr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
     let plane = ControlPlane::get(Crd::Velero);
     let ns = plane.namespace("apiserver-outage");
-    let s3 = SeaweedFs::shared();
-    s3.create_bucket("outage").await;
-    let spec = s3
-        .location("outage", None)
-        .spec_with_secret(&plane.kubectl(), &ns, "cloud");
-    let items: Vec<Value> = (0..BSLS)
-        .map(|i| json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("b{i:02}")}, "spec": spec}))
-        .collect();
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    assert!(
-        plane
-            .kubectl()
-            .run_with_stdin(&["create", "-n", &ns, "-f", "-"], &list.to_string())
-            .success
-    );
+    create_bsls(plane, &ns, BSLS).await;
 
     let link = Link::start(plane.server.trim_start_matches("https://"));
     let kubeconfig = plane.kubeconfig_for(
@@ -118,21 +121,7 @@ async fn apiserver_and_etcd_restarts_under_50_bsls() {
     let mut own = Restartable::start(Crd::Velero);
     let plane = &own.plane;
     let ns = plane.namespace("restarts");
-    let s3 = SeaweedFs::shared();
-    s3.create_bucket("restarts").await;
-    let spec = s3
-        .location("restarts", None)
-        .spec_with_secret(&plane.kubectl(), &ns, "cloud");
-    let items: Vec<Value> = (0..N)
-        .map(|i| json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("b{i:02}")}, "spec": spec}))
-        .collect();
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    assert!(
-        plane
-            .kubectl()
-            .run_with_stdin(&["create", "-n", &ns, "-f", "-"], &list.to_string())
-            .success
-    );
+    create_bsls(plane, &ns, N).await;
     let sentinel = Sentinel::start(
         plane,
         &ns,
