@@ -196,6 +196,12 @@ impl Endpoint {
         }
     }
 
+    /// Whether BSLs wait in its line or hold turns granted to them.
+    pub fn has_line(&self) -> bool {
+        let state = self.state();
+        !state.line.is_empty() || !state.granted.is_empty()
+    }
+
     fn leave_line(&self, state: &mut State, id: &str) {
         if state.in_line.remove(id) {
             state.line.retain(|queued| queued != id);

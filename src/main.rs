@@ -349,7 +349,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let mut reconciler = None;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut leader = None;
+    let mut reconciler_task = None;
     if args.reconciler {
         let config = bsl_sentinel::reconciler::ReconcilerConfig {
             namespace: (!args.all_namespaces).then(|| args.namespace.clone()),
@@ -376,7 +376,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.lease_duration,
             );
             let lead = ctx.clone();
-            leader = Some(tokio::spawn(bsl_sentinel::leader::run(
+            reconciler_task = Some(tokio::spawn(bsl_sentinel::leader::run(
                 client.clone(),
                 election,
                 stop_rx.clone(),
@@ -384,7 +384,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 move |stopping| bsl_sentinel::reconciler::run(lead.clone(), stopping),
             )));
         } else {
-            leader = Some(tokio::spawn(bsl_sentinel::reconciler::run(
+            reconciler_task = Some(tokio::spawn(bsl_sentinel::reconciler::run(
                 ctx.clone(),
                 stop_rx.clone(),
             )));
@@ -415,7 +415,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     readiness.stop();
     let _ = stop_tx.send(true);
     let reconciler_done = async {
-        if let Some(task) = leader {
+        if let Some(task) = reconciler_task {
             let _ = task.await;
         }
     };

@@ -311,27 +311,35 @@ struct Due {
     name: String,
     /// "namespace/name", as the probe knows the BSL.
     id: String,
+    /// Spec and status, parsed once.
+    body: Value,
     hash: u64,
     period: Duration,
-    /// The spec, when it can be read, for the turn at its endpoint.
-    spec: Option<BackupStorageLocationSpec>,
+    /// The provider as metrics label it.
+    provider: String,
+    /// The spec, or why it cannot be checked (unreadable, or against the rules).
+    spec: Result<BackupStorageLocationSpec, String>,
 }
 
 #[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let mut due = match due(&obj, &ctx) {
+    let due = match due(&obj, &ctx) {
         Ok(due) => due,
         Err(action) => return Ok(action),
     };
-    let slot = match due.spec.take() {
-        Some(spec) => Some(ctx.probe.place(&due.id, &spec)),
-        None => None,
+    let slot = match &due.spec {
+        Ok(spec) => match ctx.probe.place(&due.id, spec) {
+            Some(slot) => slot,
+            None => {
+                // In line at a busy endpoint: woken when a turn is granted; the requeue only
+                // guards against a lost wake-up.
+                ctx.metrics.count_reconcile("in_line");
+                return Ok(Action::requeue(IN_LINE_FALLBACK));
+            }
+        },
+        // Nothing to take a turn for: the verdict is the spec's.
+        Err(_) => Slot::NoEndpoint,
     };
-    if let Some(Slot::InLine) = slot {
-        // Woken when a turn is granted; the requeue only guards against a lost wake-up.
-        ctx.metrics.count_reconcile("in_line");
-        return Ok(Action::requeue(IN_LINE_FALLBACK));
-    }
     check_and_record(obj, ctx, due, slot).await
 }
 
@@ -340,12 +348,11 @@ fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let id = format!("{namespace}/{name}");
     let body = body(obj);
-    let spec = &body["spec"];
-    let hash = spec_hash(spec);
+    let hash = spec_hash(&body["spec"]);
     let known = ctx.known().get(&(namespace.clone(), name.clone())).cloned();
     let spec_changed = known.as_ref().is_some_and(|k| k.spec_hash != hash);
     let last = status_str(&body, "lastValidationTime").and_then(|t| t.parse::<Timestamp>().ok());
-    let period = frequency(spec, ctx.config.default_frequency);
+    let period = frequency(&body["spec"], ctx.config.default_frequency);
     // The endpoint answers again after it did not: checked now, whatever the schedule.
     let recheck = ctx.probe.take_recheck(&id);
     match next_check(Timestamp::now(), last, period, spec_changed || recheck) {
@@ -361,34 +368,64 @@ fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
         }
         Next::Now => {}
     }
+    let (provider, spec) = checkable(&body["spec"]);
     Ok(Due {
-        spec: serde_json::from_value(spec.clone()).ok(),
         namespace,
         name,
         id,
+        body,
         hash,
         period,
+        provider,
+        spec,
     })
+}
+
+/// The spec and the provider's metric label; Err with the BSL's message when the spec cannot
+/// be read or breaks the rules (Velero's CRD admits both without the webhook).
+fn checkable(spec: &Value) -> (String, Result<BackupStorageLocationSpec, String>) {
+    let spec: BackupStorageLocationSpec = match serde_json::from_value(spec.clone()) {
+        Ok(spec) => spec,
+        Err(e) => {
+            return (
+                "unknown".into(),
+                Err(format!("the spec cannot be read: {e}")),
+            );
+        }
+    };
+    let provider = rules::known_provider(&spec.provider)
+        .map(|p| p.plugin_name().trim_start_matches("velero.io/").to_string())
+        .unwrap_or_else(|| "plugin".into());
+    let report = rules::validate(&spec);
+    if !report.errors.is_empty() {
+        let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+        return (
+            provider,
+            Err(format!("invalid spec: {}", errors.join("; "))),
+        );
+    }
+    (provider, Ok(spec))
 }
 
 async fn check_and_record(
     obj: Arc<DynamicObject>,
     ctx: Arc<Context>,
     due: Due,
-    slot: Option<Slot>,
+    slot: Slot,
 ) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let started = Instant::now();
+    let outcome = check(&due, &ctx, slot).await;
+    ctx.metrics.observe_check(&due.provider, started.elapsed());
     let Due {
         namespace,
         name,
+        id,
+        body,
         hash,
         period,
         ..
     } = due;
-    let body = body(&obj);
-    let now = Timestamp::now();
-    let started = Instant::now();
-    let (provider, outcome) = check(&body["spec"], &namespace, &ctx, slot, period).await;
-    ctx.metrics.observe_check(&provider, started.elapsed());
     let (phase, message) = match &outcome {
         Outcome::Available => (Some(Phase::Available), String::new()),
         Outcome::Unavailable { reason, message } => {
@@ -407,10 +444,7 @@ async fn check_and_record(
         ctx.metrics.count_reconcile("spec_changed");
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    if let Some(ended) = ctx
-        .retries()
-        .succeeded(&format!("{namespace}/{name}"), Instant::now())
-    {
+    if let Some(ended) = ctx.retries().succeeded(&id, Instant::now()) {
         tracing::info!(
             failures = ended.failures,
             waiting = ended.waiting,
@@ -442,60 +476,32 @@ async fn check_and_record(
     })
 }
 
-/// Runs the rules, reads the Secrets the spec names, and probes the storage in the BSL's
-/// slot at its endpoint.
-async fn check(
-    spec: &Value,
-    namespace: &str,
-    ctx: &Context,
-    slot: Option<Slot>,
-    period: Duration,
-) -> (String, Outcome) {
+/// Reads the Secrets the spec names and probes the storage in the BSL's slot at its endpoint.
+async fn check(due: &Due, ctx: &Context, slot: Slot) -> Outcome {
     let config_error = |message: String| Outcome::Unavailable {
         reason: FailureReason::Config,
         message,
     };
-    let spec: BackupStorageLocationSpec = match serde_json::from_value(spec.clone()) {
+    let spec = match &due.spec {
         Ok(spec) => spec,
-        Err(e) => {
-            return (
-                "unknown".into(),
-                config_error(format!("the spec cannot be read: {e}")),
-            );
-        }
+        Err(message) => return config_error(message.clone()),
     };
-    let provider = rules::known_provider(&spec.provider)
-        .map(|p| p.plugin_name().trim_start_matches("velero.io/").to_string())
-        .unwrap_or_else(|| "plugin".into());
-    let report = rules::validate(&spec);
-    if !report.errors.is_empty() {
-        let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
-        return (
-            provider,
-            config_error(format!("invalid spec: {}", errors.join("; "))),
-        );
-    }
     let secrets = (
-        secret_bytes(ctx, namespace, spec.credential.as_ref()).await,
-        secret_bytes(ctx, namespace, spec.object_storage.ca_cert_ref.as_ref()).await,
+        secret_bytes(ctx, &due.namespace, spec.credential.as_ref()).await,
+        secret_bytes(
+            ctx,
+            &due.namespace,
+            spec.object_storage.ca_cert_ref.as_ref(),
+        )
+        .await,
     );
     let (credential, ca) = match secrets {
         (Ok(credential), Ok(ca)) => (credential, ca),
-        (Err(message), _) | (_, Err(message)) => return (provider, config_error(message)),
+        (Err(message), _) | (_, Err(message)) => return config_error(message),
     };
-    let outcome = match slot {
-        Some(slot) => {
-            ctx.probe
-                .check_in(slot, &spec, credential.as_deref(), ca.as_deref(), period)
-                .await
-        }
-        None => {
-            ctx.probe
-                .check(&spec, credential.as_deref(), ca.as_deref())
-                .await
-        }
-    };
-    (provider, outcome)
+    ctx.probe
+        .check_in(slot, spec, credential.as_deref(), ca.as_deref(), due.period)
+        .await
 }
 
 /// The bytes of the Secret key a selector names, if it names one.

@@ -141,9 +141,7 @@ pub enum Slot {
     Turn(Turn),
     /// The endpoint is down: the BSL's verdict, without a check.
     Verdict(Outcome),
-    /// In line at a busy endpoint: the BSL comes back through [`Probe::wakeups`].
-    InLine,
-    /// A provider with no endpoint bsl-sentinel checks.
+    /// A provider with no endpoint bsl-sentinel checks, or a spec with nothing to check.
     NoEndpoint,
 }
 
@@ -201,12 +199,13 @@ impl Probe {
             .await
     }
 
-    /// The BSL's place at the endpoint its checks go to, without waiting: a turn, the
-    /// endpoint's verdict, or a place in line. `id` ("namespace/name") counts the BSL among
-    /// the endpoint's and is woken when its turn comes.
-    pub fn place(&self, id: &str, spec: &BackupStorageLocationSpec) -> Slot {
+    /// The BSL's slot at the endpoint its checks go to, without waiting: a turn or the
+    /// endpoint's verdict; None when the BSL is in line there, to be woken through
+    /// [`Probe::wakeups`] when its turn comes. `id` ("namespace/name") counts the BSL among
+    /// the endpoint's.
+    pub fn place(&self, id: &str, spec: &BackupStorageLocationSpec) -> Option<Slot> {
         let Some(key) = self.endpoint_key(spec) else {
-            return Slot::NoEndpoint;
+            return Some(Slot::NoEndpoint);
         };
         let endpoint = self.endpoint_of(&key);
         {
@@ -220,9 +219,11 @@ impl Probe {
         }
         endpoint.join(id);
         match endpoint.place(id) {
-            Place::Turn(turn) => Slot::Turn(turn),
-            Place::InLine => Slot::InLine,
-            Place::Down(message) => Slot::Verdict(unavailable(FailureReason::Timeout, &message)),
+            Place::Turn(turn) => Some(Slot::Turn(turn)),
+            Place::InLine => None,
+            Place::Down(message) => {
+                Some(Slot::Verdict(unavailable(FailureReason::Timeout, &message)))
+            }
         }
     }
 
@@ -254,7 +255,7 @@ impl Probe {
         let turn = match slot {
             Slot::Verdict(verdict) => return verdict,
             Slot::Turn(turn) => Some(turn),
-            Slot::NoEndpoint | Slot::InLine => None,
+            Slot::NoEndpoint => None,
         };
         let progress = Arc::new(Progress::default());
         let checked = tokio::time::timeout(
@@ -471,8 +472,10 @@ impl Probe {
         }
         if state.endpoints.len() >= MAX_ENDPOINTS {
             // One in use (a check in flight, a cached store) must stay, or two sets of lanes to
-            // one endpoint would break the bound.
-            state.endpoints.retain(|_, e| Arc::strong_count(e) > 1);
+            // one endpoint would break the bound; so must one with BSLs in its line.
+            state
+                .endpoints
+                .retain(|_, e| Arc::strong_count(e) > 1 || e.has_line());
         }
         let endpoint = Endpoint::new(key, self.per_endpoint, self.wakeups.clone());
         state.endpoints.insert(key.to_string(), endpoint.clone());
