@@ -438,13 +438,14 @@ async fn check_and_record(
         Outcome::Unchecked { message } => (None, message.clone()),
     };
 
+    let sent = Instant::now();
     let written = write_status(&ctx, &obj, &body, phase, &message, now).await?;
     if !written {
         // The spec changed under the check: its result is not written, the change is checked.
         ctx.metrics.count_reconcile("spec_changed");
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    if let Some(ended) = ctx.retries().succeeded(&id, Instant::now()) {
+    if let Some(ended) = ctx.retries().succeeded(&id, sent, Instant::now()) {
         tracing::info!(
             failures = ended.failures,
             waiting = ended.waiting,

@@ -45,9 +45,13 @@ impl Retries {
         (delay, started)
     }
 
-    /// A write for `id` succeeded; Some when that ends an outage.
-    pub fn succeeded(&mut self, id: &str, now: Instant) -> Option<Ended> {
+    /// A write for `id`, sent at `sent`, succeeded; Some when that ends an outage. A write sent
+    /// before the outage began proves nothing about it: its answer may just have been late.
+    pub fn succeeded(&mut self, id: &str, sent: Instant, now: Instant) -> Option<Ended> {
         self.attempts.remove(id);
+        if self.outage.as_ref()?.since > sent {
+            return None;
+        }
         let outage = self.outage.take()?;
         Some(Ended {
             failures: outage.failures,
@@ -106,7 +110,9 @@ mod tests {
             second > backoff(1, "ns/a") / 2,
             "the same BSL backs off further"
         );
-        let ended = retries.succeeded("ns/a", t0 + Duration::from_secs(23));
+        let late = retries.succeeded("ns/c", t0 - Duration::from_millis(1), t0);
+        assert_eq!(late, None, "a write sent before the outage does not end it");
+        let ended = retries.succeeded("ns/a", t0, t0 + Duration::from_secs(23));
         assert_eq!(
             ended,
             Some(Ended {
@@ -115,7 +121,7 @@ mod tests {
                 waiting: 5
             })
         );
-        assert_eq!(retries.succeeded("ns/b0", t0), None, "reported once");
+        assert_eq!(retries.succeeded("ns/b0", t0, t0), None, "reported once");
         assert!(
             retries.failed("ns/b1", t0).1,
             "the next failure starts a new outage"

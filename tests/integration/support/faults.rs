@@ -204,13 +204,15 @@ impl Link {
         let upstream = upstream.to_string();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                if refuse.load(Ordering::SeqCst) {
-                    // Closed at once, as by a host whose server is down.
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
-                }
                 let id = {
+                    // Checked under the lock `refuse` takes, so that no connection accepted
+                    // just before it slips past both the check and the drain.
                     let mut open = opened.lock().unwrap_or_else(|e| e.into_inner());
+                    if refuse.load(Ordering::SeqCst) {
+                        // Closed at once, as by a host whose server is down.
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    }
                     let id = open.next;
                     open.next += 1;
                     if let Ok(clone) = client.try_clone() {
@@ -269,8 +271,8 @@ impl Link {
 
     /// The server goes away: open connections are closed and new ones refused.
     pub fn refuse(&self) {
-        self.refusing.store(true, Ordering::SeqCst);
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        self.refusing.store(true, Ordering::SeqCst);
         for (_, stream) in open.streams.drain() {
             let _ = stream.shutdown(Shutdown::Both);
         }
