@@ -5,11 +5,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
+use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
-use crate::reconciler::Context;
-use crate::status;
+use crate::status::{self, ServerStatus};
 
 pub struct Admin {
     pub metrics: Arc<Metrics>,
@@ -17,8 +17,9 @@ pub struct Admin {
     pub client: kube::Client,
     /// Where the status is published.
     pub namespace: String,
-    /// This replica's reconciler, which holds the status while it leads.
-    pub reconciler: Option<Arc<Context>>,
+    /// The status this replica's reconciler holds while it leads (None inside otherwise);
+    /// None when the reconciler does not run here.
+    pub status: Option<watch::Receiver<Option<ServerStatus>>>,
 }
 
 async fn livez() -> HttpResponse {
@@ -31,7 +32,7 @@ async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
 
 async fn metrics(admin: web::Data<Admin>) -> HttpResponse {
     HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .content_type(crate::metrics::CONTENT_TYPE)
         .body(admin.metrics.render())
 }
 
@@ -39,9 +40,9 @@ async fn metrics(admin: web::Data<Admin>) -> HttpResponse {
 /// published.
 async fn server_status(admin: web::Data<Admin>) -> HttpResponse {
     let own = admin
-        .reconciler
+        .status
         .as_ref()
-        .and_then(|ctx| ctx.status.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        .and_then(|status| status.borrow().clone());
     let status = match own {
         Some(status) => Ok(status),
         None => status::fetch(admin.client.clone(), &admin.namespace).await,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
+use kube::api::{ApiResource, GroupVersionKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,12 @@ pub const GROUP: &str = "velero.io";
 pub const VERSION: &str = "v1";
 pub const PLURAL: &str = "backupstoragelocations";
 pub const CRD_NAME: &str = "backupstoragelocations.velero.io";
+
+/// velero.io/v1 backupstoragelocations, for the APIs that read BSLs untyped.
+pub fn bsl_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk(GROUP, VERSION, "BackupStorageLocation");
+    ApiResource::from_gvk_with_plural(&gvk, PLURAL)
+}
 
 /// BackupStorageLocationSpec defines the desired state of a Velero BackupStorageLocation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

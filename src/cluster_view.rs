@@ -8,17 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::ClusterView;
-use crate::bsl::{GROUP, PLURAL, VERSION};
-
-pub fn bsl_resource() -> ApiResource {
-    let gvk = GroupVersionKind::gvk(GROUP, VERSION, "BackupStorageLocation");
-    ApiResource::from_gvk_with_plural(&gvk, PLURAL)
-}
+use crate::bsl::bsl_resource;
 
 #[derive(Clone)]
 pub struct Caches {

@@ -1,8 +1,9 @@
 //! Leader election on a coordination.k8s.io Lease, as client-go does it: every replica serves
 //! the webhook; only the holder of the Lease runs the reconciler and writes status.
 //!
-//! Kept here rather than taken from kube-lease-manager: the rules that matter are few and
-//! must be exactly client-go's, so that replicas of different builds agree:
+//! Kept here rather than taken from kube-lease-manager: it judges expiry from the holder's
+//! timestamps with a tolerated clock skew and bounds no round by a renew deadline, where the
+//! rules that matter are few and must be exactly client-go's, so that replicas agree:
 //! - a holder steps down when it has not renewed for `renew_deadline` (each round is bounded
 //!   by what is left of it, so a request hanging on a partition cannot keep it leading);
 //! - another replica takes over only when it has seen no change of the Lease for the whole

@@ -217,7 +217,7 @@ async fn get(
 ) -> Result<ExitCode, String> {
     use kube::api::{Api, DynamicObject, ListParams};
     let client = cluster_client().await?;
-    let resource = bsl_sentinel::cluster_view::bsl_resource();
+    let resource = bsl_sentinel::bsl::bsl_resource();
     let api: Api<DynamicObject> = match &namespace {
         Some(ns) => Api::namespaced_with(client, ns, &resource),
         None => Api::all_with(client, &resource),
@@ -389,14 +389,14 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 stop_rx.clone(),
             )));
         }
-        reconciler = Some(ctx);
+        reconciler = Some(ctx.status());
     }
     let admin = bsl_sentinel::admin::Admin {
         metrics,
         readiness: readiness.clone(),
         client: client.clone(),
         namespace: args.namespace.clone(),
-        reconciler,
+        status: reconciler,
     };
     servers.push(serve::start_admin(args.admin_addr, admin)?);
     let handles: Vec<_> = servers.iter().map(|s| s.server.handle()).collect();

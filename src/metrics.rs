@@ -1,9 +1,10 @@
-//! Prometheus metrics, served as text on the admin port: phase per BSL, check durations,
+//! Prometheus metrics, served as OpenMetrics text on the admin port: phase per BSL, check durations,
 //! check failures by reason, reconciles by result.
 
+use std::fmt::Write;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -11,27 +12,87 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::bsl::Phase;
+use crate::rules::Provider;
+use crate::storage::FailureReason;
+
+/// What prometheus-client's text encoder writes (it ends with `# EOF`).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
     pub namespace: String,
     pub name: String,
-    pub phase: String,
+    pub phase: Phase,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProviderLabels {
-    pub provider: String,
+    pub provider: CheckedProvider,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
-    pub reason: String,
+    pub reason: FailureReason,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    pub result: String,
+    pub result: ReconcileResult,
+}
+
+/// The provider a check is counted under: one whose plugin bsl-sentinel knows, another
+/// plugin, or a spec that could not be read.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum CheckedProvider {
+    Known(Provider),
+    Plugin,
+    Unreadable,
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Checked,
+    NotDue,
+    /// Waiting for a turn at a busy endpoint.
+    InLine,
+    /// The spec changed under the check; its result was not written.
+    SpecChanged,
+    WriteStatusError,
+}
+
+impl EncodeLabelValue for Phase {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for CheckedProvider {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(match self {
+            CheckedProvider::Known(p) => p.plugin_name().trim_start_matches("velero.io/"),
+            CheckedProvider::Plugin => "plugin",
+            CheckedProvider::Unreadable => "unknown",
+        })
+    }
+}
+
+impl EncodeLabelValue for FailureReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for ReconcileResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(match self {
+            ReconcileResult::Checked => "checked",
+            ReconcileResult::NotDue => "not_due",
+            ReconcileResult::InLine => "in_line",
+            ReconcileResult::SpecChanged => "spec_changed",
+            ReconcileResult::WriteStatusError => "write_status_error",
+        })
+    }
 }
 
 pub struct Metrics {
@@ -85,7 +146,7 @@ impl Metrics {
             let labels = PhaseLabels {
                 namespace: namespace.into(),
                 name: name.into(),
-                phase: candidate.as_str().into(),
+                phase: candidate,
             };
             self.phase
                 .get_or_create(&labels)
@@ -99,32 +160,26 @@ impl Metrics {
             self.phase.remove(&PhaseLabels {
                 namespace: namespace.into(),
                 name: name.into(),
-                phase: candidate.as_str().into(),
+                phase: candidate,
             });
         }
     }
 
-    pub fn observe_check(&self, provider: &str, took: Duration) {
+    pub fn observe_check(&self, provider: CheckedProvider, took: Duration) {
         self.check_duration
-            .get_or_create(&ProviderLabels {
-                provider: provider.into(),
-            })
+            .get_or_create(&ProviderLabels { provider })
             .observe(took.as_secs_f64());
     }
 
-    pub fn count_failure(&self, reason: &str) {
+    pub fn count_failure(&self, reason: FailureReason) {
         self.check_failures
-            .get_or_create(&ReasonLabels {
-                reason: reason.into(),
-            })
+            .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
-    pub fn count_reconcile(&self, result: &str) {
+    pub fn count_reconcile(&self, result: ReconcileResult) {
         self.reconciles
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 
@@ -145,9 +200,12 @@ mod tests {
     fn renders_phase_and_counters() {
         let metrics = Metrics::default();
         metrics.set_phase("velero", "a", Some(Phase::Available));
-        metrics.count_failure("auth");
-        metrics.count_reconcile("checked");
-        metrics.observe_check("aws", Duration::from_millis(20));
+        metrics.count_failure(FailureReason::Auth);
+        metrics.count_reconcile(ReconcileResult::Checked);
+        metrics.observe_check(
+            CheckedProvider::Known(Provider::Aws),
+            Duration::from_millis(20),
+        );
         let text = metrics.render();
         assert!(
             text.contains(

@@ -24,13 +24,12 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::bsl::{BackupStorageLocationSpec, Phase, SecretKeySelector};
-use crate::cluster_view::bsl_resource;
+use crate::bsl::{BackupStorageLocationSpec, Phase, SecretKeySelector, bsl_resource};
 use crate::duration::GoDuration;
 use crate::health::{self, BslState, Level, Verdict};
-use crate::metrics::Metrics;
+use crate::metrics::{CheckedProvider, Metrics, ReconcileResult};
 use crate::proxy::Proxies;
 use crate::retry::Retries;
 use crate::rules;
@@ -77,9 +76,9 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn metric_label(&self) -> &'static str {
+    pub fn metric_label(&self) -> ReconcileResult {
         match self {
-            Error::WriteStatus(_) => "write_status_error",
+            Error::WriteStatus(_) => ReconcileResult::WriteStatusError,
         }
     }
 }
@@ -103,8 +102,8 @@ pub struct Context {
     retries: Mutex<Retries>,
     pub metrics: Arc<Metrics>,
     health_changed: Notify,
-    /// The latest server status, as published.
-    pub status: Mutex<Option<ServerStatus>>,
+    /// The latest server status, as published; None while this replica does not lead.
+    status: watch::Sender<Option<ServerStatus>>,
     config: ReconcilerConfig,
 }
 
@@ -126,9 +125,14 @@ impl Context {
             retries: Mutex::default(),
             metrics,
             health_changed: Notify::new(),
-            status: Mutex::default(),
+            status: watch::Sender::new(None),
             config,
         })
+    }
+
+    /// The server status while this replica's reconciler runs (the admin port serves it).
+    pub fn status(&self) -> watch::Receiver<Option<ServerStatus>> {
+        self.status.subscribe()
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Known>> {
@@ -145,14 +149,14 @@ struct Resign(Arc<Context>);
 
 impl Drop for Resign {
     fn drop(&mut self) {
-        *self.0.status.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.0.status.send_replace(None);
         self.0.known().clear();
     }
 }
 
 /// Runs the controller and the health logger until `stopping` turns true (then the checks in
 /// flight finish and their status is written) or the task is aborted.
-pub async fn run(ctx: Arc<Context>, mut stopping: tokio::sync::watch::Receiver<bool>) {
+pub async fn run(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     let _resign = Resign(ctx.clone());
     let resource = bsl_resource();
     let api: Api<DynamicObject> = match &ctx.config.namespace {
@@ -316,7 +320,7 @@ struct Due {
     hash: u64,
     period: Duration,
     /// The provider as metrics label it.
-    provider: String,
+    provider: CheckedProvider,
     /// The spec, or why it cannot be checked (unreadable, or against the rules).
     spec: Result<BackupStorageLocationSpec, String>,
 }
@@ -333,7 +337,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
             None => {
                 // In line at a busy endpoint: woken when a turn is granted; the requeue only
                 // guards against a lost wake-up.
-                ctx.metrics.count_reconcile("in_line");
+                ctx.metrics.count_reconcile(ReconcileResult::InLine);
                 return Ok(Action::requeue(IN_LINE_FALLBACK));
             }
         },
@@ -357,12 +361,12 @@ fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
     let recheck = ctx.probe.take_recheck(&id);
     match next_check(Timestamp::now(), last, period, spec_changed || recheck) {
         Next::After(left) => {
-            ctx.metrics.count_reconcile("not_due");
+            ctx.metrics.count_reconcile(ReconcileResult::NotDue);
             ctx.probe.decline(&id);
             return Err(Action::requeue(left + jitter(&namespace, &name, period)));
         }
         Next::OnSpecChange => {
-            ctx.metrics.count_reconcile("not_due");
+            ctx.metrics.count_reconcile(ReconcileResult::NotDue);
             ctx.probe.decline(&id);
             return Err(Action::await_change());
         }
@@ -383,19 +387,18 @@ fn due(obj: &DynamicObject, ctx: &Context) -> Result<Due, Action> {
 
 /// The spec and the provider's metric label; Err with the BSL's message when the spec cannot
 /// be read or breaks the rules (Velero's CRD admits both without the webhook).
-fn checkable(spec: &Value) -> (String, Result<BackupStorageLocationSpec, String>) {
+fn checkable(spec: &Value) -> (CheckedProvider, Result<BackupStorageLocationSpec, String>) {
     let spec: BackupStorageLocationSpec = match serde_json::from_value(spec.clone()) {
         Ok(spec) => spec,
         Err(e) => {
             return (
-                "unknown".into(),
+                CheckedProvider::Unreadable,
                 Err(format!("the spec cannot be read: {e}")),
             );
         }
     };
     let provider = rules::known_provider(&spec.provider)
-        .map(|p| p.plugin_name().trim_start_matches("velero.io/").to_string())
-        .unwrap_or_else(|| "plugin".into());
+        .map_or(CheckedProvider::Plugin, CheckedProvider::Known);
     let report = rules::validate(&spec);
     if !report.errors.is_empty() {
         let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
@@ -416,7 +419,7 @@ async fn check_and_record(
     let now = Timestamp::now();
     let started = Instant::now();
     let outcome = check(&due, &ctx, slot).await;
-    ctx.metrics.observe_check(&due.provider, started.elapsed());
+    ctx.metrics.observe_check(due.provider, started.elapsed());
     let Due {
         namespace,
         name,
@@ -429,7 +432,7 @@ async fn check_and_record(
     let (phase, message) = match &outcome {
         Outcome::Available => (Some(Phase::Available), String::new()),
         Outcome::Unavailable { reason, message } => {
-            ctx.metrics.count_failure(reason.as_str());
+            ctx.metrics.count_failure(*reason);
             (
                 Some(Phase::Unavailable),
                 format!("BackupStorageLocation {name:?} is unavailable: {message}"),
@@ -442,7 +445,7 @@ async fn check_and_record(
     let written = write_status(&ctx, &obj, &body, phase, &message, now).await?;
     if !written {
         // The spec changed under the check: its result is not written, the change is checked.
-        ctx.metrics.count_reconcile("spec_changed");
+        ctx.metrics.count_reconcile(ReconcileResult::SpecChanged);
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     if let Some(ended) = ctx.retries().succeeded(&id, sent, Instant::now()) {
@@ -465,7 +468,7 @@ async fn check_and_record(
     );
     ctx.metrics
         .set_phase(&namespace, &name, phase.or(Some(Phase::Unknown)));
-    ctx.metrics.count_reconcile("checked");
+    ctx.metrics.count_reconcile(ReconcileResult::Checked);
     if newsworthy(before, phase) {
         announce(&ctx, &obj, phase, &message).await;
     }
@@ -653,15 +656,11 @@ async fn health_loop(ctx: Arc<Context>, store: Store<DynamicObject>) {
         }
         let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
         let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now);
-        let changed = {
-            let mut current = ctx.status.lock().unwrap_or_else(|e| e.into_inner());
-            let changed = current.as_ref().is_none_or(|c| {
-                (c.state, &c.message, &c.locations)
-                    != (status.state, &status.message, &status.locations)
-            });
-            *current = Some(status.clone());
-            changed
-        };
+        let changed = ctx.status.borrow().as_ref().is_none_or(|c| {
+            (c.state, &c.message, &c.locations)
+                != (status.state, &status.message, &status.locations)
+        });
+        ctx.status.send_replace(Some(status.clone()));
         if changed || published_at.elapsed() >= ctx.config.health_reminder {
             match status::publish(ctx.client.clone(), &ctx.config.status_namespace, &status).await {
                 Ok(()) => published_at = Instant::now(),

@@ -72,7 +72,7 @@ impl Fixture {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.plane.client().await,
             &self.ns,
-            &bsl_sentinel::cluster_view::bsl_resource(),
+            &bsl_sentinel::bsl::bsl_resource(),
         );
         let list = api
             .list(&ListParams::default())
