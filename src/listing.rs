@@ -1,7 +1,40 @@
 //! `bsl-sentinel get`: BSLs with the columns of `velero backup-location get`, read from the
 //! cluster only.
 
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
+
+use crate::bsl::bsl_resource;
+
+/// One BSL by name, or all of them, in `namespace` (None: every namespace), as sorted JSON.
+/// Untyped, so that a BSL Velero's CRD admitted with a malformed spec is still listed.
+pub async fn fetch(
+    client: kube::Client,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<Vec<Value>, String> {
+    let resource = bsl_resource();
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    };
+    let mut items = match name {
+        Some(name) => vec![api.get(name).await.map_err(|e| e.to_string())?],
+        None => {
+            api.list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+        }
+    };
+    items.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    Ok(items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect())
+}
 
 pub const HEADER: [&str; 7] = [
     "NAME",

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bsl_sentinel::reconciler::{self, Context, ReconcilerConfig};
-use bsl_sentinel::serve::{WebhookConfig, start_webhook, watch_served_crd};
+use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
 use support::control_plane::free_port;
 use support::storage::SeaweedFs;
 use support::webhook::SecretMount;
@@ -100,16 +100,15 @@ async fn main() {
     let client = plane.client().await;
     let served = watch_served_crd(client.clone(), Duration::from_secs(5));
     let mount = SecretMount::new(&plane.dir.join("demo-webhook-tls"));
-    let webhook = WebhookConfig {
+    let webhook = WebhookArgs {
         addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         cert: mount.cert(),
         key: mount.key(),
         cert_reload_interval: Duration::from_secs(10),
-        namespace: NS.into(),
         workers: 1,
     };
     let readiness = bsl_sentinel::readiness::Readiness::new(served.clone());
-    let running = start_webhook(&webhook, client.clone(), served.clone(), readiness)
+    let running = start_webhook(&webhook, NS, client.clone(), served.clone(), readiness)
         .unwrap_or_else(|e| panic!("webhook: {e}"));
     tokio::spawn(running.server);
     while served.load().is_none() {

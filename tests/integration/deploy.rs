@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use bsl_sentinel::serve::{WebhookConfig, start_webhook, watch_served_crd};
+use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
@@ -444,16 +444,16 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
     let mut mount = Mounted::new(&dir.join("tls"), &first);
     let client = plane.client().await;
     let served = watch_served_crd(client.clone(), Duration::from_secs(5));
-    let config = WebhookConfig {
+    let config = WebhookArgs {
         addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         cert: mount.dir.join("tls.crt"),
         key: mount.dir.join("tls.key"),
         cert_reload_interval: Duration::from_millis(100),
-        namespace: ns.clone(),
         workers: 1,
     };
     let running = start_webhook(
         &config,
+        &ns,
         client,
         served.clone(),
         bsl_sentinel::readiness::Readiness::new(served),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use bsl_sentinel::admission::PENDING_MESSAGE;
-use bsl_sentinel::serve::{WebhookConfig, start_webhook, watch_served_crd};
+use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
 use serde_json::{Value, json};
 
 use crate::support::https;
@@ -25,18 +25,18 @@ impl Setup {
         let plane = ControlPlane::get(crd);
         let ns = plane.namespace(tag);
         let mount = SecretMount::new(&plane.dir.join(format!("webhook-{ns}")));
-        let config = WebhookConfig {
+        let config = WebhookArgs {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             cert: mount.cert(),
             key: mount.key(),
             cert_reload_interval: Duration::from_millis(100),
-            namespace: ns.clone(),
             workers: 1,
         };
         let client = plane.client().await;
         let served = watch_served_crd(client.clone(), Duration::from_secs(5));
         let running = start_webhook(
             &config,
+            &ns,
             client,
             served.clone(),
             bsl_sentinel::readiness::Readiness::new(served),
