@@ -4,6 +4,20 @@
 //!
 //! Objects are watched as DynamicObject, so one malformed BSL never breaks the list of the
 //! others; it is decoded here and reported as Unavailable with its field errors.
+//!
+//! Here: the controller's wiring and one check (due, checked, recorded). Beside it: when a
+//! check is due (schedule), the status patch, the Events, the health loop that publishes
+//! the server status, and the Secret cache.
+
+mod events;
+mod health;
+mod schedule;
+mod secrets;
+mod status_patch;
+
+use schedule::jitter;
+pub use schedule::{Next, frequency, next_check};
+use secrets::SecretCache;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -12,29 +26,21 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use json_patch::{
-    AddOperation, Patch as JsonPatch, PatchOperation, TestOperation, jsonptr::PointerBuf,
-};
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::bsl::{BackupStorageLocationSpec, Phase, SecretKeySelector, bsl_resource};
-use crate::duration::GoDuration;
-use crate::health::{self, BslState, Level, Verdict};
 use crate::metrics::{CheckedProvider, Metrics, ReconcileResult};
 use crate::proxy::Proxies;
 use crate::retry::Retries;
 use crate::rules;
 use crate::served_crd::SharedServedCrd;
-use crate::status::{self, ServerStatus};
+use crate::status::ServerStatus;
 use crate::storage::{FailureReason, Outcome, Probe, Slot};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -100,7 +106,7 @@ pub struct Context {
     /// Bounds concurrent status writes, so thousands of checks do not flood the apiserver.
     writes: Semaphore,
     retries: Mutex<Retries>,
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     health_changed: Notify,
     /// The latest server status, as published; None while this replica does not lead.
     status: watch::Sender<Option<ServerStatus>>,
@@ -217,7 +223,7 @@ pub async fn run(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     };
     tokio::select! {
         () = controller => {}
-        () = health_loop(ctx.clone(), store) => {}
+        () = health::health_loop(ctx.clone(), store) => {}
         () = stop => {}
     }
 }
@@ -230,54 +236,6 @@ fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Ac
         tracing::warn!(%error, "cannot write status; retrying each BSL with backoff (0.5s to 30s)");
     }
     Action::requeue(delay)
-}
-
-/// When the next check of a BSL is due.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    Now,
-    After(Duration),
-    /// validationFrequency 0 and checked once: only a spec change brings a check.
-    OnSpecChange,
-}
-
-/// Velero's timing: immediately when never validated or the spec changed (compared by
-/// content, never by metadata.generation, which Velero's CRD bumps on every status write);
-/// then every `frequency` after lastValidationTime; frequency 0 turns periodic checks off.
-pub fn next_check(
-    now: Timestamp,
-    last_validation: Option<Timestamp>,
-    frequency: Duration,
-    spec_changed: bool,
-) -> Next {
-    let Some(last) = last_validation.filter(|_| !spec_changed) else {
-        return Next::Now;
-    };
-    if frequency.is_zero() {
-        return Next::OnSpecChange;
-    }
-    let since = now.duration_since(last).unsigned_abs();
-    match frequency.checked_sub(since) {
-        Some(left) if !left.is_zero() => Next::After(left),
-        _ => Next::Now,
-    }
-}
-
-/// spec.validationFrequency, else the server default; a negative or unparsable value falls
-/// back to the default as in Velero.
-pub fn frequency(spec: &Value, default: Duration) -> Duration {
-    spec["validationFrequency"]
-        .as_str()
-        .and_then(|text| GoDuration::parse(text).ok())
-        .and_then(GoDuration::to_std)
-        .unwrap_or(default)
-}
-
-/// Spreads periodic checks over up to a tenth of the period, stable per BSL.
-fn jitter(namespace: &str, name: &str, period: Duration) -> Duration {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (namespace, name).hash(&mut hasher);
-    period.mul_f64((hasher.finish() % 1000) as f64 / 10_000.0)
 }
 
 fn spec_hash(spec: &Value) -> u64 {
@@ -442,7 +400,7 @@ async fn check_and_record(
     };
 
     let sent = Instant::now();
-    let written = write_status(&ctx, &obj, &body, phase, &message, now).await?;
+    let written = status_patch::write_status(&ctx, &obj, &body, phase, &message, now).await?;
     if !written {
         // The spec changed under the check: its result is not written, the change is checked.
         ctx.metrics.count_reconcile(ReconcileResult::SpecChanged);
@@ -469,8 +427,8 @@ async fn check_and_record(
     ctx.metrics
         .set_phase(&namespace, &name, phase.or(Some(Phase::Unknown)));
     ctx.metrics.count_reconcile(ReconcileResult::Checked);
-    if newsworthy(before, phase) {
-        announce(&ctx, &obj, phase, &message).await;
+    if events::newsworthy(before, phase) {
+        events::announce(&ctx, &obj, phase, &message).await;
     }
     ctx.health_changed.notify_one();
     Ok(if period.is_zero() {
@@ -520,346 +478,10 @@ async fn secret_bytes(
     }
 }
 
-/// Writes phase, lastValidationTime and message with a JSON patch that first tests that the
-/// spec is still the one checked, so a concurrent spec edit is never answered with a stale
-/// phase. Only status is touched; on a CRD with a status subresource it goes to /status.
-/// Returns false when the spec had changed.
-async fn write_status(
-    ctx: &Context,
-    obj: &DynamicObject,
-    body: &Value,
-    phase: Option<Phase>,
-    message: &str,
-    now: Timestamp,
-) -> Result<bool, Error> {
-    let mut fields = serde_json::Map::new();
-    if let Some(phase) = phase {
-        fields.insert("phase".into(), json!(phase.as_str()));
-        // Every attempt sets lastValidationTime, as in Velero; an unchecked one is no attempt.
-        fields.insert(
-            "lastValidationTime".into(),
-            json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-        );
-    }
-    fields.insert("message".into(), json!(message));
-    // A BSL without spec (Velero's CRD allows one) has nothing to test.
-    let mut ops: Vec<PatchOperation> = body
-        .get("spec")
-        .map(|spec| {
-            PatchOperation::Test(TestOperation {
-                path: PointerBuf::from_tokens(["spec"]),
-                value: spec.clone(),
-            })
-        })
-        .into_iter()
-        .collect();
-    if body.get("status").is_some_and(Value::is_object) {
-        for (key, value) in fields {
-            ops.push(PatchOperation::Add(AddOperation {
-                path: PointerBuf::from_tokens(["status", key.as_str()]),
-                value,
-            }));
-        }
-    } else {
-        ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["status"]),
-            value: Value::Object(fields),
-        }));
-    }
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
-        &obj.namespace().unwrap_or_default(),
-        &bsl_resource(),
-    );
-    let patch: Patch<()> = Patch::Json(JsonPatch(ops));
-    let params = PatchParams::default();
-    let subresource = ctx.served.load().is_some_and(|s| s.status_subresource);
-    let _permit = ctx.writes.acquire().await;
-    let result = if subresource {
-        api.patch_status(&obj.name_any(), &params, &patch).await
-    } else {
-        api.patch(&obj.name_any(), &params, &patch).await
-    };
-    match result {
-        Ok(_) => {
-            tracing::debug!(phase = phase.map(Phase::as_str), "wrote status");
-            Ok(true)
-        }
-        // The only operation that can be invalid is the test: the spec is no longer the one
-        // checked (the apiserver says no more than "rejected ... due to an error").
-        Err(kube::Error::Api(status)) if status.code == 422 => Ok(false),
-        // Deleted meanwhile: nothing left to write.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
-        Err(e) => Err(Error::WriteStatus(e)),
-    }
-}
-
-/// Every phase change is announced with an Event; a BSL left unchecked (plugin) has none.
-fn newsworthy(before: Option<Phase>, after: Option<Phase>) -> bool {
-    after.is_some() && before != after
-}
-
-/// A Kubernetes Event (events.k8s.io/v1) on a phase change. Created directly, not through
-/// kube-rs' Recorder: its cache of event series grew by about 35 MiB for 10,000 new BSLs, and
-/// a phase change is no series.
-async fn announce(ctx: &Context, obj: &DynamicObject, phase: Option<Phase>, message: &str) {
-    let (type_, reason, note) = match phase {
-        Some(Phase::Available) => (
-            "Normal",
-            "Available",
-            "the storage location is reachable and valid",
-        ),
-        _ => ("Warning", "Unavailable", message),
-    };
-    let namespace = obj.namespace().unwrap_or_default();
-    let event = KubeEvent {
-        metadata: ObjectMeta {
-            // A trailing dash is the one character a name prefix may end with.
-            generate_name: Some(format!("{}-", obj.name_any())),
-            namespace: Some(namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        event_time: Some(MicroTime(Timestamp::now())),
-        type_: Some(type_.into()),
-        reason: Some(reason.into()),
-        note: Some(note.chars().take(1024).collect()),
-        action: Some("Validate".into()),
-        regarding: Some(obj.object_ref(&bsl_resource())),
-        reporting_controller: Some("bsl-sentinel".into()),
-        reporting_instance: Some(ctx.config.identity.clone()),
-        ..KubeEvent::default()
-    };
-    let api: Api<KubeEvent> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Err(e) = api.create(&PostParams::default(), &event).await {
-        tracing::debug!(error = %e, "cannot record an event");
-    }
-}
-
-/// Logs what the BSLs mean for Velero after each round of checks (debounced), when it changes
-/// or every `health_reminder`, at the level the situation deserves, and publishes the server
-/// status. Never exits.
-async fn health_loop(ctx: Arc<Context>, store: Store<DynamicObject>) {
-    if store.wait_until_ready().await.is_err() {
-        return;
-    }
-    let mut last: Option<(Level, String)> = None;
-    let mut logged_at = Instant::now();
-    let mut published_at = Instant::now();
-    loop {
-        let states = states(&ctx, &store);
-        let verdict = health::assess(&states);
-        let current = (verdict.level, verdict.message.clone());
-        if last.as_ref() != Some(&current) || logged_at.elapsed() >= ctx.config.health_reminder {
-            log_verdict(&verdict);
-            logged_at = Instant::now();
-            last = Some(current);
-        }
-        let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now);
-        let changed = ctx.status.borrow().as_ref().is_none_or(|c| {
-            (c.state, &c.message, &c.locations)
-                != (status.state, &status.message, &status.locations)
-        });
-        ctx.status.send_replace(Some(status.clone()));
-        if changed || published_at.elapsed() >= ctx.config.health_reminder {
-            match status::publish(ctx.client.clone(), &ctx.config.status_namespace, &status).await {
-                Ok(()) => published_at = Instant::now(),
-                Err(e) => tracing::warn!(error = %e, "cannot publish the server status"),
-            }
-        }
-        tokio::select! {
-            _ = ctx.health_changed.notified() => {}
-            _ = tokio::time::sleep(ctx.config.health_reminder) => {}
-        }
-        // Let a burst of checks finish before counting.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-fn log_verdict(verdict: &Verdict) {
-    let c = &verdict.counts;
-    let (total, available, unavailable, unknown) = (c.total, c.available, c.unavailable, c.unknown);
-    match verdict.level {
-        Level::Error => tracing::error!(
-            total,
-            available,
-            unavailable,
-            unknown,
-            "{}",
-            verdict.message
-        ),
-        Level::Warn => tracing::warn!(
-            total,
-            available,
-            unavailable,
-            unknown,
-            "{}",
-            verdict.message
-        ),
-        Level::Info => tracing::info!(
-            total,
-            available,
-            unavailable,
-            unknown,
-            "{}",
-            verdict.message
-        ),
-    }
-}
-
-/// Every BSL in the store, with the phase this process last wrote where it is newer than the
-/// watch has delivered. Forgets BSLs that are gone.
-fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
-    let objects = store.state();
-    let mut known = ctx.known();
-    let present: std::collections::HashSet<(String, String)> = objects
-        .iter()
-        .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
-        .collect();
-    known.retain(|key, _| {
-        let keep = present.contains(key);
-        if !keep {
-            ctx.metrics.forget(&key.0, &key.1);
-            let id = format!("{}/{}", key.0, key.1);
-            ctx.probe.forget(&id);
-            ctx.retries().forget(&id);
-        }
-        keep
-    });
-    let mut states: Vec<BslState> = objects
-        .iter()
-        .map(|o| {
-            let key = (o.namespace().unwrap_or_default(), o.name_any());
-            let body = body(o);
-            let mine = known
-                .get(&key)
-                .filter(|k| k.spec_hash == spec_hash(&body["spec"]));
-            BslState {
-                phase: mine.map(|k| k.phase).unwrap_or_else(|| phase_of(&body)),
-                message: mine
-                    .map(|k| k.message.clone())
-                    .or_else(|| status_str(&body, "message").map(String::from))
-                    .unwrap_or_default(),
-                default: body["spec"]["default"] == Value::Bool(true),
-                last_validation_time: status_str(&body, "lastValidationTime").map(String::from),
-                namespace: key.0,
-                name: key.1,
-            }
-        })
-        .collect();
-    states.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    states
-}
-
-/// One Secret as last read (None inside: it did not exist), and when; locked while read.
-type SecretSlot = tokio::sync::Mutex<Option<(Instant, Option<Secret>)>>;
-
-/// Secrets read with `get` (the only verb bsl-sentinel needs on them), shared for a short
-/// time: a thousand BSLs naming one Secret cause one read, not a thousand.
-struct SecretCache {
-    client: kube::Client,
-    ttl: Duration,
-    entries: Mutex<HashMap<(String, String), Arc<SecretSlot>>>,
-}
-
-impl SecretCache {
-    fn new(client: kube::Client, ttl: Duration) -> SecretCache {
-        SecretCache {
-            client,
-            ttl,
-            entries: Mutex::default(),
-        }
-    }
-
-    /// The bytes of one key; the error is the message for the BSL's status.
-    async fn key(&self, namespace: &str, name: &str, key: &str) -> Result<Vec<u8>, String> {
-        let entry = self
-            .entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry((namespace.to_string(), name.to_string()))
-            .or_default()
-            .clone();
-        let mut slot = entry.lock().await;
-        let fresh = slot.as_ref().is_some_and(|(at, _)| at.elapsed() < self.ttl);
-        if !fresh {
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-            let secret = api
-                .get_opt(name)
-                .await
-                .map_err(|e| format!("cannot read Secret {name:?}: {e}"))?;
-            *slot = Some((Instant::now(), secret));
-        }
-        let secret = slot
-            .as_ref()
-            .and_then(|(_, s)| s.as_ref())
-            .ok_or_else(|| format!("Secret {name:?} not found in namespace {namespace:?}"))?;
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|v| v.0.clone())
-            .ok_or_else(|| format!("Secret {name:?} has no key {key:?}"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap_or_default()
-    }
-
-    const MIN: Duration = Duration::from_secs(60);
-
-    #[test]
-    fn never_validated_is_checked_now_even_with_frequency_zero() {
-        assert_eq!(next_check(at(0), None, MIN, false), Next::Now);
-        assert_eq!(next_check(at(0), None, Duration::ZERO, false), Next::Now);
-    }
-
-    #[test]
-    fn spec_change_is_checked_now() {
-        assert_eq!(next_check(at(10), Some(at(5)), MIN, true), Next::Now);
-        assert_eq!(
-            next_check(at(10), Some(at(5)), Duration::ZERO, true),
-            Next::Now
-        );
-    }
-
-    #[test]
-    fn periodic_check_waits_for_the_rest_of_the_period() {
-        assert_eq!(
-            next_check(at(20), Some(at(0)), MIN, false),
-            Next::After(Duration::from_secs(40))
-        );
-        assert_eq!(next_check(at(60), Some(at(0)), MIN, false), Next::Now);
-        assert_eq!(next_check(at(500), Some(at(0)), MIN, false), Next::Now);
-    }
-
-    #[test]
-    fn frequency_zero_waits_for_a_spec_change() {
-        assert_eq!(
-            next_check(at(500), Some(at(0)), Duration::ZERO, false),
-            Next::OnSpecChange
-        );
-    }
-
-    #[test]
-    fn frequency_comes_from_the_spec_else_the_default() {
-        assert_eq!(
-            frequency(&json!({"validationFrequency": "30s"}), MIN),
-            Duration::from_secs(30)
-        );
-        assert_eq!(
-            frequency(&json!({"validationFrequency": "0s"}), MIN),
-            Duration::ZERO
-        );
-        assert_eq!(frequency(&json!({"validationFrequency": "-5s"}), MIN), MIN);
-        assert_eq!(frequency(&json!({"validationFrequency": "soon"}), MIN), MIN);
-        assert_eq!(frequency(&json!({}), MIN), MIN);
-    }
+    use serde_json::json;
 
     #[test]
     fn stored_bsls_keep_spec_and_status_as_text() {
@@ -869,28 +491,6 @@ mod tests {
         assert!(bsl.data.is_string());
         assert_eq!(body(&bsl), data);
         assert_eq!(phase_of(&body(&bsl)), Some(Phase::Available));
-    }
-
-    #[test]
-    fn events_for_every_phase_change() {
-        use Phase::*;
-        assert!(newsworthy(Some(Available), Some(Unavailable)));
-        assert!(newsworthy(Some(Unavailable), Some(Available)));
-        assert!(newsworthy(None, Some(Unavailable)));
-        assert!(newsworthy(Some(Unknown), Some(Unavailable)));
-        assert!(newsworthy(None, Some(Available)));
-        assert!(newsworthy(Some(Unknown), Some(Available)));
-        assert!(!newsworthy(Some(Available), Some(Available)));
-        assert!(!newsworthy(Some(Available), None));
-    }
-
-    #[test]
-    fn jitter_is_bounded_and_spreads() {
-        let spread: std::collections::HashSet<Duration> = (0..50)
-            .map(|i| jitter("velero", &format!("b{i}"), MIN))
-            .collect();
-        assert!(spread.len() > 10);
-        assert!(spread.iter().all(|j| *j < MIN / 10));
     }
 
     #[test]

@@ -1,0 +1,131 @@
+//! The health loop: what the BSLs mean for Velero ([`crate::health`] judges it), logged and
+//! published as the server status. Here rather than beside the pure judgement because it
+//! reads what this reconciler last wrote and forgets deleted BSLs in the reconciler's state.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::Store;
+use serde_json::Value;
+
+use super::{Context, body, phase_of, spec_hash, status_str};
+use crate::health::{self, BslState, Level, Verdict};
+use crate::status::{self, ServerStatus};
+
+/// or every `health_reminder`, at the level the situation deserves, and publishes the server
+/// status. Never exits.
+pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<DynamicObject>) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut last: Option<(Level, String)> = None;
+    let mut logged_at = Instant::now();
+    let mut published_at = Instant::now();
+    loop {
+        let states = states(&ctx, &store);
+        let verdict = health::assess(&states);
+        let current = (verdict.level, verdict.message.clone());
+        if last.as_ref() != Some(&current) || logged_at.elapsed() >= ctx.config.health_reminder {
+            log_verdict(&verdict);
+            logged_at = Instant::now();
+            last = Some(current);
+        }
+        let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now);
+        let changed = ctx.status.borrow().as_ref().is_none_or(|c| {
+            (c.state, &c.message, &c.locations)
+                != (status.state, &status.message, &status.locations)
+        });
+        ctx.status.send_replace(Some(status.clone()));
+        if changed || published_at.elapsed() >= ctx.config.health_reminder {
+            match status::publish(ctx.client.clone(), &ctx.config.status_namespace, &status).await {
+                Ok(()) => published_at = Instant::now(),
+                Err(e) => tracing::warn!(error = %e, "cannot publish the server status"),
+            }
+        }
+        tokio::select! {
+            _ = ctx.health_changed.notified() => {}
+            _ = tokio::time::sleep(ctx.config.health_reminder) => {}
+        }
+        // Let a burst of checks finish before counting.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn log_verdict(verdict: &Verdict) {
+    let c = &verdict.counts;
+    let (total, available, unavailable, unknown) = (c.total, c.available, c.unavailable, c.unknown);
+    match verdict.level {
+        Level::Error => tracing::error!(
+            total,
+            available,
+            unavailable,
+            unknown,
+            "{}",
+            verdict.message
+        ),
+        Level::Warn => tracing::warn!(
+            total,
+            available,
+            unavailable,
+            unknown,
+            "{}",
+            verdict.message
+        ),
+        Level::Info => tracing::info!(
+            total,
+            available,
+            unavailable,
+            unknown,
+            "{}",
+            verdict.message
+        ),
+    }
+}
+
+/// Every BSL in the store, with the phase this process last wrote where it is newer than the
+/// watch has delivered. Forgets BSLs that are gone.
+fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
+    let objects = store.state();
+    let mut known = ctx.known();
+    let present: std::collections::HashSet<(String, String)> = objects
+        .iter()
+        .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
+        .collect();
+    known.retain(|key, _| {
+        let keep = present.contains(key);
+        if !keep {
+            ctx.metrics.forget(&key.0, &key.1);
+            let id = format!("{}/{}", key.0, key.1);
+            ctx.probe.forget(&id);
+            ctx.retries().forget(&id);
+        }
+        keep
+    });
+    let mut states: Vec<BslState> = objects
+        .iter()
+        .map(|o| {
+            let key = (o.namespace().unwrap_or_default(), o.name_any());
+            let body = body(o);
+            let mine = known
+                .get(&key)
+                .filter(|k| k.spec_hash == spec_hash(&body["spec"]));
+            BslState {
+                phase: mine.map(|k| k.phase).unwrap_or_else(|| phase_of(&body)),
+                message: mine
+                    .map(|k| k.message.clone())
+                    .or_else(|| status_str(&body, "message").map(String::from))
+                    .unwrap_or_default(),
+                default: body["spec"]["default"] == Value::Bool(true),
+                last_validation_time: status_str(&body, "lastValidationTime").map(String::from),
+                namespace: key.0,
+                name: key.1,
+            }
+        })
+        .collect();
+    states.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    states
+}

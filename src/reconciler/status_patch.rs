@@ -1,0 +1,86 @@
+//! The status write: phase, lastValidationTime and message, guarded by a test of the spec.
+
+use jiff::Timestamp;
+use json_patch::{
+    AddOperation, Patch as JsonPatch, PatchOperation, TestOperation, jsonptr::PointerBuf,
+};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::{Context, Error};
+use crate::bsl::{Phase, bsl_resource};
+
+/// Writes phase, lastValidationTime and message with a JSON patch that first tests that the
+/// spec is still the one checked, so a concurrent spec edit is never answered with a stale
+/// phase. Only status is touched; on a CRD with a status subresource it goes to /status.
+/// Returns false when the spec had changed.
+pub(super) async fn write_status(
+    ctx: &Context,
+    obj: &DynamicObject,
+    body: &Value,
+    phase: Option<Phase>,
+    message: &str,
+    now: Timestamp,
+) -> Result<bool, Error> {
+    let mut fields = serde_json::Map::new();
+    if let Some(phase) = phase {
+        fields.insert("phase".into(), json!(phase.as_str()));
+        // Every attempt sets lastValidationTime, as in Velero; an unchecked one is no attempt.
+        fields.insert(
+            "lastValidationTime".into(),
+            json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        );
+    }
+    fields.insert("message".into(), json!(message));
+    // A BSL without spec (Velero's CRD allows one) has nothing to test.
+    let mut ops: Vec<PatchOperation> = body
+        .get("spec")
+        .map(|spec| {
+            PatchOperation::Test(TestOperation {
+                path: PointerBuf::from_tokens(["spec"]),
+                value: spec.clone(),
+            })
+        })
+        .into_iter()
+        .collect();
+    if body.get("status").is_some_and(Value::is_object) {
+        for (key, value) in fields {
+            ops.push(PatchOperation::Add(AddOperation {
+                path: PointerBuf::from_tokens(["status", key.as_str()]),
+                value,
+            }));
+        }
+    } else {
+        ops.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(["status"]),
+            value: Value::Object(fields),
+        }));
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &obj.namespace().unwrap_or_default(),
+        &bsl_resource(),
+    );
+    let patch: Patch<()> = Patch::Json(JsonPatch(ops));
+    let params = PatchParams::default();
+    let subresource = ctx.served.load().is_some_and(|s| s.status_subresource);
+    let _permit = ctx.writes.acquire().await;
+    let result = if subresource {
+        api.patch_status(&obj.name_any(), &params, &patch).await
+    } else {
+        api.patch(&obj.name_any(), &params, &patch).await
+    };
+    match result {
+        Ok(_) => {
+            tracing::debug!(phase = phase.map(Phase::as_str), "wrote status");
+            Ok(true)
+        }
+        // The only operation that can be invalid is the test: the spec is no longer the one
+        // checked (the apiserver says no more than "rejected ... due to an error").
+        Err(kube::Error::Api(status)) if status.code == 422 => Ok(false),
+        // Deleted meanwhile: nothing left to write.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
+        Err(e) => Err(Error::WriteStatus(e)),
+    }
+}
