@@ -39,7 +39,18 @@ fn respond(
     decide: impl FnOnce(&AdmissionRequest<AdmittedBsl>) -> AdmissionResponse,
 ) -> HttpResponse {
     match decode(body) {
-        Ok(request) => HttpResponse::Ok().json(decide(&request).into_review()),
+        Ok(request) => {
+            // Every log line of the decision names the BSL and the review it answers.
+            let span = tracing::info_span!(
+                "admission",
+                namespace = request.namespace.as_deref().unwrap_or_default(),
+                name = %request.name,
+                uid = %request.uid,
+                operation = ?request.operation,
+            );
+            let response = span.in_scope(|| decide(&request));
+            HttpResponse::Ok().json(response.into_review())
+        }
         Err(message) => HttpResponse::BadRequest()
             .content_type("text/plain")
             .body(message),
