@@ -5,13 +5,15 @@
 //! schema carries the enums.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use k8s_openapi::ByteString;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::CustomResource;
 use kube::api::{ApiResource, GroupVersionKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 pub const GROUP: &str = "velero.io";
 pub const VERSION: &str = "v1";
@@ -195,5 +197,170 @@ pub struct BackupStorageLocationStatus {
 impl BackupStorageLocation {
     pub fn phase(&self) -> Option<Phase> {
         self.status.as_ref().and_then(|s| s.phase)
+    }
+}
+
+/// A BSL as the watches keep it (the reconciler's store and the webhook's cache): what they
+/// read, decoded once per object version. Decoding never fails on the body, so one malformed
+/// BSL (Velero's CRD admits them without the webhook) never breaks the list of the others;
+/// its spec error is kept for its status. Nothing writes this type back: status is patched.
+#[derive(Clone, Debug)]
+pub struct StoredBsl {
+    pub metadata: ObjectMeta,
+    /// The spec, or why it cannot be read.
+    pub spec: Result<BackupStorageLocationSpec, String>,
+    /// The spec as the apiserver sent it (compact JSON), for the status patch's test; None
+    /// when the BSL has none.
+    pub spec_json: Option<Box<str>>,
+    /// Of the spec's content, never of metadata.generation (which Velero's CRD bumps on every
+    /// status write): a change brings a check.
+    pub spec_hash: u64,
+    /// spec.default and spec.validationFrequency as sent, read even from a spec that does not
+    /// decode (as before the webhook, such a BSL still counts and is scheduled by them).
+    pub default: bool,
+    pub validation_frequency: Option<String>,
+    pub status: StoredStatus,
+}
+
+/// The status fields bsl-sentinel reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredStatus {
+    /// status is an object (else a patch adds the whole of it).
+    pub present: bool,
+    /// None for a missing phase or one this build does not know.
+    pub phase: Option<Phase>,
+    pub last_validation_time: Option<String>,
+    pub message: Option<String>,
+}
+
+impl StoredBsl {
+    /// Decodes what the apiserver sent; `spec` and `status` as JSON values, Null when absent.
+    pub fn from_parts(metadata: ObjectMeta, spec: Value, status: Value) -> StoredBsl {
+        let spec_json = (!spec.is_null()).then(|| spec.to_string().into_boxed_str());
+        let spec_hash = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            spec.to_string().hash(&mut hasher);
+            hasher.finish()
+        };
+        let text = |field: &str| status[field].as_str().map(String::from);
+        let stored = StoredStatus {
+            present: status.is_object(),
+            phase: serde_json::from_value(status["phase"].clone()).ok(),
+            last_validation_time: text("lastValidationTime"),
+            message: text("message"),
+        };
+        StoredBsl {
+            metadata,
+            default: spec["default"] == Value::Bool(true),
+            validation_frequency: spec["validationFrequency"].as_str().map(String::from),
+            spec: serde_json::from_value(spec).map_err(|e| e.to_string()),
+            spec_json,
+            spec_hash,
+            status: stored,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredBsl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Parts {
+            #[serde(default)]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: Value,
+            #[serde(default)]
+            status: Value,
+        }
+        let parts = Parts::deserialize(deserializer)?;
+        Ok(StoredBsl::from_parts(
+            parts.metadata,
+            parts.spec,
+            parts.status,
+        ))
+    }
+}
+
+impl kube::Resource for StoredBsl {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "BackupStorageLocation".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        VERSION.into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored(body: Value) -> StoredBsl {
+        serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_malformed_bsl_still_decodes_with_its_spec_error() {
+        let bsl = stored(json!({
+            "metadata": {"name": "old", "namespace": "velero"},
+            "spec": {"provider": 5},
+            "status": {"phase": "Sideways", "message": "m"}
+        }));
+        assert!(bsl.spec.is_err());
+        assert!(!bsl.default);
+        assert_eq!(bsl.status.phase, None);
+        assert_eq!(bsl.status.message.as_deref(), Some("m"));
+        assert!(bsl.status.present);
+        let bare = stored(json!({"metadata": {"name": "bare"}}));
+        assert!(bare.spec.is_err());
+        assert_eq!(bare.spec_json, None);
+        assert!(!bare.status.present);
+    }
+
+    #[test]
+    fn stored_bsls_keep_what_the_reconciler_reads() {
+        let bsl = stored(json!({
+            "metadata": {"name": "b"},
+            "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}, "default": true, "x": 1},
+            "status": {"phase": "Available", "lastValidationTime": "2026-12-02T10:11:12Z"}
+        }));
+        assert!(bsl.default);
+        assert_eq!(bsl.status.phase, Some(Phase::Available));
+        assert_eq!(
+            bsl.status.last_validation_time.as_deref(),
+            Some("2026-12-02T10:11:12Z")
+        );
+        // Unknown spec fields stay in what the status patch tests against.
+        let spec: Value =
+            serde_json::from_str(bsl.spec_json.as_deref().unwrap_or_default()).unwrap_or_default();
+        assert_eq!(spec["x"], json!(1));
+    }
+
+    #[test]
+    fn spec_hash_depends_only_on_content() {
+        let hash =
+            |spec: Value| StoredBsl::from_parts(ObjectMeta::default(), spec, Value::Null).spec_hash;
+        let a = json!({"provider": "aws", "objectStorage": {"bucket": "b"}});
+        let b = json!({"objectStorage": {"bucket": "b"}, "provider": "aws"});
+        assert_eq!(hash(a.clone()), hash(b));
+        assert_ne!(
+            hash(a),
+            hash(json!({"provider": "aws", "objectStorage": {"bucket": "c"}}))
+        );
     }
 }

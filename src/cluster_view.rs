@@ -1,5 +1,5 @@
 //! Watch caches the admission webhook reads for its warnings, in bsl-sentinel's namespace
-//! (Velero's): the BSLs (as DynamicObject, so a malformed one never breaks the list) and the
+//! (Velero's): the BSLs (as [`StoredBsl`], so a malformed one never breaks the list) and the
 //! metadata of Secrets. A request never waits on the API; other namespaces get no such
 //! warnings.
 
@@ -8,16 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::ClusterView;
-use crate::bsl::bsl_resource;
+use crate::bsl::StoredBsl;
 
 #[derive(Clone)]
 pub struct Caches {
-    bsls: Store<DynamicObject>,
+    bsls: Store<StoredBsl>,
     bsls_ready: Arc<AtomicBool>,
     secrets: Store<PartialObjectMeta<Secret>>,
     secrets_ready: Arc<AtomicBool>,
@@ -28,11 +28,8 @@ impl Caches {
     /// Starts the watches on the current tokio runtime; they run until the process ends and
     /// retry with backoff on errors (missing RBAC only costs the warnings that need them).
     pub fn start(client: kube::Client, namespace: &str) -> Caches {
-        let resource = bsl_resource();
-        let bsl_writer = reflector::store::Writer::new(resource.clone());
-        let bsls = bsl_writer.as_reader();
-        let bsl_api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), namespace, &resource);
+        let (bsls, bsl_writer) = reflector::store();
+        let bsl_api: Api<StoredBsl> = Api::namespaced(client.clone(), namespace);
         let bsl_stream =
             reflector::reflector(bsl_writer, watcher(bsl_api, watcher::Config::default()));
 
@@ -108,7 +105,7 @@ impl ClusterView for Caches {
             .bsls
             .state()
             .iter()
-            .filter(|b| b.data["spec"]["default"] == serde_json::Value::Bool(true))
+            .filter(|b| b.default)
             .filter_map(|b| b.metadata.name.clone())
             .collect();
         Some(names)

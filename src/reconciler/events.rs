@@ -3,11 +3,11 @@
 use jiff::Timestamp;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 
 use super::Context;
-use crate::bsl::{Phase, bsl_resource};
+use crate::bsl::{Phase, StoredBsl};
 
 /// Every phase change is announced with an Event; a BSL left unchecked (plugin) has none.
 pub(super) fn newsworthy(before: Option<Phase>, after: Option<Phase>) -> bool {
@@ -17,12 +17,7 @@ pub(super) fn newsworthy(before: Option<Phase>, after: Option<Phase>) -> bool {
 /// A Kubernetes Event (events.k8s.io/v1) on a phase change. Created directly, not through
 /// kube-rs' Recorder: its cache of event series grew by about 35 MiB for 10,000 new BSLs, and
 /// a phase change is no series.
-pub(super) async fn announce(
-    ctx: &Context,
-    obj: &DynamicObject,
-    phase: Option<Phase>,
-    message: &str,
-) {
+pub(super) async fn announce(ctx: &Context, obj: &StoredBsl, phase: Option<Phase>, message: &str) {
     let (type_, reason, note) = match phase {
         Some(Phase::Available) => (
             "Normal",
@@ -44,7 +39,7 @@ pub(super) async fn announce(
         reason: Some(reason.into()),
         note: Some(note.chars().take(1024).collect()),
         action: Some("Validate".into()),
-        regarding: Some(obj.object_ref(&bsl_resource())),
+        regarding: Some(obj.object_ref(&())),
         reporting_controller: Some("bsl-sentinel".into()),
         reporting_instance: Some(ctx.config.identity.clone()),
         ..KubeEvent::default()

@@ -7,17 +7,16 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::reflector::Store;
-use serde_json::Value;
 
-use super::{Context, body, phase_of, spec_hash, status_str};
+use super::Context;
+use crate::bsl::StoredBsl;
 use crate::health::{self, BslState, Level, Verdict};
 use crate::status::{self, ServerStatus};
 
 /// or every `health_reminder`, at the level the situation deserves, and publishes the server
 /// status. Never exits.
-pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<DynamicObject>) {
+pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
@@ -88,7 +87,7 @@ fn log_verdict(verdict: &Verdict) {
 
 /// Every BSL in the store, with the phase this process last wrote where it is newer than the
 /// watch has delivered. Forgets BSLs that are gone.
-fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
+fn states(ctx: &Context, store: &Store<StoredBsl>) -> Vec<BslState> {
     let objects = store.state();
     let mut known = ctx.known();
     let present: std::collections::HashSet<(String, String)> = objects
@@ -109,18 +108,15 @@ fn states(ctx: &Context, store: &Store<DynamicObject>) -> Vec<BslState> {
         .iter()
         .map(|o| {
             let key = (o.namespace().unwrap_or_default(), o.name_any());
-            let body = body(o);
-            let mine = known
-                .get(&key)
-                .filter(|k| k.spec_hash == spec_hash(&body["spec"]));
+            let mine = known.get(&key).filter(|k| k.spec_hash == o.spec_hash);
             BslState {
-                phase: mine.map(|k| k.phase).unwrap_or_else(|| phase_of(&body)),
+                phase: mine.map(|k| k.phase).unwrap_or(o.status.phase),
                 message: mine
                     .map(|k| k.message.clone())
-                    .or_else(|| status_str(&body, "message").map(String::from))
+                    .or_else(|| o.status.message.clone())
                     .unwrap_or_default(),
-                default: body["spec"]["default"] == Value::Bool(true),
-                last_validation_time: status_str(&body, "lastValidationTime").map(String::from),
+                default: o.default,
+                last_validation_time: o.status.last_validation_time.clone(),
                 namespace: key.0,
                 name: key.1,
             }

@@ -4,7 +4,6 @@ use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::Value;
 
 use crate::duration::GoDuration;
 
@@ -41,9 +40,8 @@ pub fn next_check(
 
 /// spec.validationFrequency, else the server default; a negative or unparsable value falls
 /// back to the default as in Velero.
-pub fn frequency(spec: &Value, default: Duration) -> Duration {
-    spec["validationFrequency"]
-        .as_str()
+pub fn frequency(validation_frequency: Option<&str>, default: Duration) -> Duration {
+    validation_frequency
         .and_then(|text| GoDuration::parse(text).ok())
         .and_then(GoDuration::to_std)
         .unwrap_or(default)
@@ -100,23 +98,11 @@ mod tests {
 
     #[test]
     fn frequency_comes_from_the_spec_else_the_default() {
-        assert_eq!(
-            frequency(&serde_json::json!({"validationFrequency": "30s"}), MIN),
-            Duration::from_secs(30)
-        );
-        assert_eq!(
-            frequency(&serde_json::json!({"validationFrequency": "0s"}), MIN),
-            Duration::ZERO
-        );
-        assert_eq!(
-            frequency(&serde_json::json!({"validationFrequency": "-5s"}), MIN),
-            MIN
-        );
-        assert_eq!(
-            frequency(&serde_json::json!({"validationFrequency": "soon"}), MIN),
-            MIN
-        );
-        assert_eq!(frequency(&serde_json::json!({}), MIN), MIN);
+        assert_eq!(frequency(Some("30s"), MIN), Duration::from_secs(30));
+        assert_eq!(frequency(Some("0s"), MIN), Duration::ZERO);
+        assert_eq!(frequency(Some("-5s"), MIN), MIN);
+        assert_eq!(frequency(Some("soon"), MIN), MIN);
+        assert_eq!(frequency(None, MIN), MIN);
     }
 
     #[test]

@@ -5,11 +5,11 @@ use json_patch::{
     AddOperation, Patch as JsonPatch, PatchOperation, TestOperation, jsonptr::PointerBuf,
 };
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{Context, Error};
-use crate::bsl::{Phase, bsl_resource};
+use crate::bsl::{Phase, StoredBsl};
 
 /// Writes phase, lastValidationTime and message with a JSON patch that first tests that the
 /// spec is still the one checked, so a concurrent spec edit is never answered with a stale
@@ -17,8 +17,7 @@ use crate::bsl::{Phase, bsl_resource};
 /// Returns false when the spec had changed.
 pub(super) async fn write_status(
     ctx: &Context,
-    obj: &DynamicObject,
-    body: &Value,
+    obj: &StoredBsl,
     phase: Option<Phase>,
     message: &str,
     now: Timestamp,
@@ -34,17 +33,16 @@ pub(super) async fn write_status(
     }
     fields.insert("message".into(), json!(message));
     // A BSL without spec (Velero's CRD allows one) has nothing to test.
-    let mut ops: Vec<PatchOperation> = body
-        .get("spec")
-        .map(|spec| {
-            PatchOperation::Test(TestOperation {
-                path: PointerBuf::from_tokens(["spec"]),
-                value: spec.clone(),
-            })
-        })
-        .into_iter()
-        .collect();
-    if body.get("status").is_some_and(Value::is_object) {
+    let mut ops = Vec::new();
+    if let Some(text) = &obj.spec_json {
+        // The text was written from a parsed value: it parses.
+        let spec = serde_json::from_str(text).map_err(Error::StoredSpec)?;
+        ops.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["spec"]),
+            value: spec,
+        }));
+    }
+    if obj.status.present {
         for (key, value) in fields {
             ops.push(PatchOperation::Add(AddOperation {
                 path: PointerBuf::from_tokens(["status", key.as_str()]),
@@ -57,11 +55,8 @@ pub(super) async fn write_status(
             value: Value::Object(fields),
         }));
     }
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
-        &obj.namespace().unwrap_or_default(),
-        &bsl_resource(),
-    );
+    let api: Api<StoredBsl> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let patch: Patch<()> = Patch::Json(JsonPatch(ops));
     let params = PatchParams::default();
     let subresource = ctx.served.load().is_some_and(|s| s.status_subresource);
