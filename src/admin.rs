@@ -27,7 +27,10 @@ async fn livez() -> HttpResponse {
 }
 
 async fn readyz(admin: web::Data<Admin>) -> HttpResponse {
-    admin.readiness.response()
+    match admin.readiness.check() {
+        Ok(()) => HttpResponse::Ok().body("ok"),
+        Err(why) => HttpResponse::ServiceUnavailable().body(why),
+    }
 }
 
 async fn metrics(admin: web::Data<Admin>) -> HttpResponse {

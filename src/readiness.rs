@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use actix_web::HttpResponse;
-
 use crate::served_crd::SharedServedCrd;
 
 #[derive(Clone, Default)]
@@ -29,13 +27,14 @@ impl Readiness {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
-    pub fn response(&self) -> HttpResponse {
+    /// Ok when ready, else why not; each server's /readyz answers 503 with the reason.
+    pub fn check(&self) -> Result<(), &'static str> {
         if self.stopping.load(Ordering::SeqCst) {
-            return HttpResponse::ServiceUnavailable().body("stopping");
+            return Err("stopping");
         }
         match self.served.load().as_ref() {
-            Some(_) => HttpResponse::Ok().body("ok"),
-            None => HttpResponse::ServiceUnavailable().body("the BSL CRD has not been read yet"),
+            Some(_) => Ok(()),
+            None => Err("the BSL CRD has not been read yet"),
         }
     }
 }

@@ -74,7 +74,10 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(state: web::Data<State>) -> HttpResponse {
-    state.readiness.response()
+    match state.readiness.check() {
+        Ok(()) => HttpResponse::Ok().body("ok"),
+        Err(why) => HttpResponse::ServiceUnavailable().body(why),
+    }
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
