@@ -249,7 +249,12 @@ struct Due {
     spec: Result<BackupStorageLocationSpec, String>,
 }
 
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
+// Every log line of a check names its BSL, as controller-rs' reconcile spans do.
+#[tracing::instrument(skip_all, fields(
+    namespace = obj.namespace().unwrap_or_default(),
+    name = obj.name_any(),
+    uid = obj.metadata.uid.as_deref().unwrap_or_default(),
+))]
 async fn reconcile(obj: Arc<StoredBsl>, ctx: Arc<Context>) -> Result<Action, Error> {
     let due = match due(&obj, &ctx) {
         Ok(due) => due,
