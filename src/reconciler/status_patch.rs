@@ -22,39 +22,13 @@ pub(super) async fn write_status(
     message: &str,
     now: Timestamp,
 ) -> Result<bool, Error> {
-    let mut fields = serde_json::Map::new();
-    if let Some(phase) = phase {
-        fields.insert("phase".into(), json!(phase.as_str()));
-        // Every attempt sets lastValidationTime, as in Velero; an unchecked one is no attempt.
-        fields.insert(
-            "lastValidationTime".into(),
-            json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-        );
-    }
-    fields.insert("message".into(), json!(message));
     // A BSL without spec (Velero's CRD allows one) has nothing to test.
-    let mut ops = Vec::new();
-    if let Some(text) = &obj.spec_json {
+    let spec = match &obj.spec_json {
         // The text was written from a parsed value: it parses.
-        let spec = serde_json::from_str(text).map_err(Error::StoredSpec)?;
-        ops.push(PatchOperation::Test(TestOperation {
-            path: PointerBuf::from_tokens(["spec"]),
-            value: spec,
-        }));
-    }
-    if obj.status.present {
-        for (key, value) in fields {
-            ops.push(PatchOperation::Add(AddOperation {
-                path: PointerBuf::from_tokens(["status", key.as_str()]),
-                value,
-            }));
-        }
-    } else {
-        ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["status"]),
-            value: Value::Object(fields),
-        }));
-    }
+        Some(text) => Some(serde_json::from_str(text).map_err(Error::StoredSpec)?),
+        None => None,
+    };
+    let ops = operations(spec, obj.status.present, phase, message, now);
     let api: Api<StoredBsl> =
         Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let patch: Patch<()> = Patch::Json(JsonPatch(ops));
@@ -77,5 +51,84 @@ pub(super) async fn write_status(
         // Deleted meanwhile: nothing left to write.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
         Err(e) => Err(Error::WriteStatus(e)),
+    }
+}
+
+/// The patch: the test of the spec checked, then the status fields, added one by one into an
+/// existing status or as a whole status where there is none.
+fn operations(
+    spec: Option<Value>,
+    status_present: bool,
+    phase: Option<Phase>,
+    message: &str,
+    now: Timestamp,
+) -> Vec<PatchOperation> {
+    let mut fields = serde_json::Map::new();
+    if let Some(phase) = phase {
+        fields.insert("phase".into(), json!(phase.as_str()));
+        // Every attempt sets lastValidationTime, as in Velero; an unchecked one is no attempt.
+        fields.insert(
+            "lastValidationTime".into(),
+            json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        );
+    }
+    fields.insert("message".into(), json!(message));
+    let mut ops: Vec<PatchOperation> = spec
+        .map(|value| {
+            PatchOperation::Test(TestOperation {
+                path: PointerBuf::from_tokens(["spec"]),
+                value,
+            })
+        })
+        .into_iter()
+        .collect();
+    if status_present {
+        for (key, value) in fields {
+            ops.push(PatchOperation::Add(AddOperation {
+                path: PointerBuf::from_tokens(["status", key.as_str()]),
+                value,
+            }));
+        }
+    } else {
+        ops.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(["status"]),
+            value: Value::Object(fields),
+        }));
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patch(ops: Vec<PatchOperation>) -> Value {
+        serde_json::to_value(JsonPatch(ops)).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_spec_is_tested_before_status_fields_are_added() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap_or_default();
+        let spec = json!({"provider": "aws"});
+        assert_eq!(
+            patch(operations(
+                Some(spec.clone()),
+                true,
+                Some(Phase::Available),
+                "",
+                now
+            )),
+            json!([
+                {"op": "test", "path": "/spec", "value": spec},
+                {"op": "add", "path": "/status/lastValidationTime", "value": "2027-01-15T08:00:00Z"},
+                {"op": "add", "path": "/status/message", "value": ""},
+                {"op": "add", "path": "/status/phase", "value": "Available"},
+            ])
+        );
+        // No status yet: added whole; unchecked: no phase, no lastValidationTime.
+        assert_eq!(
+            patch(operations(None, false, None, "plugin", now)),
+            json!([{"op": "add", "path": "/status", "value": {"message": "plugin"}}])
+        );
     }
 }
