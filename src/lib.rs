@@ -14,7 +14,6 @@ pub mod leader;
 pub mod lint;
 pub mod listing;
 pub mod metrics;
-pub mod pki;
 pub mod proxy;
 pub mod readiness;
 pub mod reconciler;

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use bsl_sentinel::pki::Ca;
+use super::pki::Ca;
 
 use super::{Kubectl, run_script};
 

@@ -4,6 +4,7 @@ pub mod control_plane;
 pub mod faults;
 pub mod forward_proxy;
 pub mod https;
+pub mod pki;
 pub mod sentinel;
 pub mod storage;
 pub mod webhook;

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bsl_sentinel::bsl::{BackupStorageLocationSpec, ObjectStorageLocation, SecretKeySelector};
-use bsl_sentinel::pki::Ca;
+use super::pki::Ca;
 use object_store::aws::{AmazonS3Builder, AwsAuthorizer, AwsCredential};
 use object_store::azure::{
     AzureAccessKey, AzureAuthorizer, AzureCredential, MicrosoftAzureBuilder,

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use bsl_sentinel::pki::{Ca, Pem};
+use super::pki::{Ca, Pem};
 use serde_json::{Value, json};
 
 /// A folder laid out as the kubelet mounts a Secret: `tls.crt -> ..data/tls.crt`,
