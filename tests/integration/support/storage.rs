@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bsl_sentinel::bsl::{BackupStorageLocationSpec, ObjectStorageLocation, SecretKeySelector};
 use super::pki::Ca;
+use bsl_sentinel::bsl::{BackupStorageLocationSpec, ObjectStorageLocation, SecretKeySelector};
 use object_store::aws::{AmazonS3Builder, AwsAuthorizer, AwsCredential};
 use object_store::azure::{
     AzureAccessKey, AzureAuthorizer, AzureCredential, MicrosoftAzureBuilder,
