@@ -1,5 +1,7 @@
 //! bsl-sentinel: an admission webhook and a reconciler for Velero BackupStorageLocations.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod admission;
 pub mod bsl;

@@ -159,6 +159,7 @@ pub fn spawn(mut cmd: Command, log: &Path) -> Child {
         .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -214,7 +215,10 @@ fn with_shared<T>(f: impl FnOnce(&mut Shared) -> T) -> T {
     if guard.is_none() {
         *guard = Some(start_etcd());
         // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe { libc::atexit(teardown) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(teardown)
+        };
     }
     match guard.as_mut() {
         Some(shared) => f(shared),

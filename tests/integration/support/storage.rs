@@ -777,7 +777,10 @@ fn running() -> &'static Mutex<Vec<Slot>> {
     static RUNNING: OnceLock<Mutex<Vec<Slot>>> = OnceLock::new();
     RUNNING.get_or_init(|| {
         // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe { libc::atexit(teardown) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(teardown)
+        };
         Mutex::new(Vec::new())
     })
 }
