@@ -197,6 +197,11 @@ impl SeaweedFs {
     }
 
     pub fn location(&self, bucket: &str, prefix: Option<&str>) -> Location {
+        self.location_via(&self.endpoint, bucket, prefix)
+    }
+
+    /// A location whose s3Url is `endpoint`, something in front of this server.
+    pub fn location_via(&self, endpoint: &str, bucket: &str, prefix: Option<&str>) -> Location {
         Location {
             spec: spec(
                 "aws",
@@ -204,7 +209,7 @@ impl SeaweedFs {
                 prefix,
                 &[
                     ("region", "us-east-1"),
-                    ("s3Url", &self.endpoint),
+                    ("s3Url", endpoint),
                     ("s3ForcePathStyle", "true"),
                 ],
             ),
