@@ -415,6 +415,23 @@ async fn azure_tls_trusts_the_configured_ca() {
     assert_eq!(check(&probe, &location).await, Outcome::Available);
 }
 
+/// Seeding a container that exists reuses it (a retried create answers
+/// ContainerAlreadyExists), so the shared Azurite can be seeded again.
+#[tokio::test]
+async fn azure_seeding_twice_reuses_the_container() {
+    let azurite = Azurite::shared();
+    let container = Peer::Azure.bucket("seed-twice");
+    azurite.create_container(&container).await;
+    azurite
+        .seed(&container, &["backups/b1/velero-backup.json"])
+        .await;
+    let probe = Probe::new(4, TIMEOUT);
+    assert_eq!(
+        check(&probe, &azurite.location(&container, None)).await,
+        Outcome::Available
+    );
+}
+
 /// aws over https with a private CA: rejected without it; trusted from caCert; and, with
 /// insecureSkipTLSVerify, accepted without any CA.
 #[tokio::test]

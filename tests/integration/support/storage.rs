@@ -499,9 +499,9 @@ impl Azurite {
                 AzureAuthorizer::new(&credential, AZURITE_ACCOUNT)
                     .try_authorize(&mut request)
                     .unwrap_or_else(|e| panic!("signing: {e}"));
-                // A retry after a create that did land answers 409: the bucket is there.
+                // A retry after a create that did land answers 409: the container is there.
                 match send(request).await {
-                    Err(e) if e.contains("BucketAlreadyOwnedByYou") => Ok(()),
+                    Err(e) if e.contains("ContainerAlreadyExists") => Ok(()),
                     other => other,
                 }
             },
