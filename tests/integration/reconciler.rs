@@ -307,7 +307,7 @@ async fn frequency_zero_checks_once_and_status_writes_never_trigger_checks() {
         "{after}"
     );
     // Three server default periods (2s) pass without a check.
-    std::thread::sleep(Duration::from_secs(6));
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         ns.status("once")["lastValidationTime"],
         first["lastValidationTime"]
@@ -588,7 +588,7 @@ async fn a_spec_edited_during_a_check_never_gets_the_old_result() {
         config.insert("s3Url".into(), silent_url);
     }
     ns.bsl("edited", &slow, json!({}));
-    std::thread::sleep(Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(2)).await;
     ns.bsl("edited", &s3.location("edited", None), json!({}));
     // From here on the spec is the new one: a result of the old one must never be written.
     let at_edit = ns.status("edited")["lastValidationTime"].clone();
