@@ -105,17 +105,31 @@ impl ControlPlane {
 
 /// A free 127.0.0.1 port below Linux's ephemeral range (32768 and up), so that a server
 /// restarted on the same port never finds it taken by some client's outgoing connection.
+/// Between the check and the peer's own bind the port stays free only if no one else picks
+/// it: never twice in this process (a counter), and never in another test process at once (a
+/// lock on the port's file, held until this process ends; the kernel drops it even on a
+/// crash, so nothing goes stale).
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     const LOW: u32 = 20_000;
     const SPAN: u32 = 12_000;
     // Spread by process, so test binaries running at once rarely probe the same ports.
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    static HELD: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
+    let locks = std::env::temp_dir().join("bsl-sentinel-ports");
+    std::fs::create_dir_all(&locks).unwrap_or_else(|e| panic!("{}: {e}", locks.display()));
     let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
     for _ in 0..SPAN {
         let port = LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
         let port = u16::try_from(port).unwrap_or_else(|_| unreachable!("below 32000"));
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(locks.join(port.to_string()));
+        let Ok(lock) = lock else { continue };
+        if lock.try_lock().is_ok() && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
             return port;
         }
     }
