@@ -163,7 +163,8 @@ async fn silent_endpoints_never_delay_healthy_ones_and_recover() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     // Old behaviour for comparison: with 64 checks in flight at most, 131 BSLs waiting for
     // 2 connections each at silent endpoints kept the healthy ones waiting for over a minute.
     let started = Instant::now();
@@ -311,7 +312,8 @@ async fn slow_endpoint_delays_only_its_own_bsls() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     fx.wait_all(
         &sentinel,
         "healthy",
@@ -381,7 +383,8 @@ async fn storage_flaps_are_followed_and_the_socket_bound_holds() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     let within = Duration::from_secs(15);
     fx.wait_all(&sentinel, "flap", within, "Available", available)
         .await;

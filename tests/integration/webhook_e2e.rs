@@ -55,7 +55,8 @@ impl Setup {
             &setup.ns,
             setup.addr,
             &setup.mount.ca.cert_pem(),
-        );
+        )
+        .await;
         setup
     }
 

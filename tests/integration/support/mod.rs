@@ -17,11 +17,16 @@ use std::time::Duration;
 pub use control_plane::{ControlPlane, Crd};
 
 /// Polls `check` every 100 ms until it gives a value; after `timeout`, fails the test with
-/// `what` and what `check` last said was missing. It sleeps on tokio's timer, so the servers
-/// the test runs in its runtime keep serving while it waits.
-pub async fn eventually<T, Fut>(what: &str, timeout: Duration, mut check: impl FnMut() -> Fut) -> T
+/// `what` and what `check` last said was missing (formatted only then). It sleeps on tokio's
+/// timer, so the servers the test runs in its runtime keep serving while it waits.
+pub async fn eventually<T, E, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Fut,
+) -> T
 where
-    Fut: Future<Output = Result<T, String>>,
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<T, E>>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
