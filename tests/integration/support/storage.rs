@@ -30,7 +30,7 @@ use object_store::path::Path as StorePath;
 use object_store::{Certificate, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::control_plane::{free_port, spawn, wait_for};
-use super::run_script;
+use super::{eventually, run_script};
 
 /// Azurite's well-known development account and key (published by Microsoft).
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -674,19 +674,11 @@ async fn send(request: HttpRequest) -> Result<(), String> {
 }
 
 /// Retries a seeding step for up to 30 s: a fresh server may refuse its first writes.
-async fn retry<F, Fut>(what: &str, mut step: F)
+async fn retry<Fut>(what: &str, step: impl FnMut() -> Fut)
 where
-    F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match step().await {
-            Ok(()) => return,
-            Err(e) if std::time::Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
+    eventually(what, Duration::from_secs(30), step).await
 }
 
 /// The status of a plain HTTP/1.0 GET to 127.0.0.1, or None when nothing answers.
