@@ -11,7 +11,8 @@
 //!   excepts example.com, and it reads `*.example.com` literally);
 //! - an entry with a port (`minio:9000`, `[fd00::1]:443`) excepts that port only (Matcher never
 //!   matches such an entry);
-//! - ALL_PROXY is not read: Go ignores it (`Matcher::from_env` reads it);
+//! - ALL_PROXY is not read, and an empty HTTPS_PROXY falls back to https_proxy, as in Go
+//!   (`Matcher::from_env` reads ALL_PROXY and takes an empty HTTPS_PROXY);
 //! - only http:// proxies: Matcher takes https:// and socks ones too, which the checks cannot
 //!   use, so they are reported and the checks go direct;
 //! - the CONNECT handshake: hyper-util's `Tunnel` drops the proxy's status line ("407 Proxy
