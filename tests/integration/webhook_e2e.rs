@@ -2,7 +2,7 @@
 //! 127.0.0.1 with a caBundle), with the configurations from webhook-config/.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use bsl_sentinel::admission::PENDING_MESSAGE;
@@ -271,19 +271,22 @@ async fn certificate_swap_mid_test_keeps_serving() {
         .unwrap_or_default();
     let next = setup.mount.issue();
     setup.mount.update(&next);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while https::connect(setup.addr, tls.clone())
-        .await
-        .map(|c| c.peer_cert)
-        .unwrap_or_default()
-        == old
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the rotated certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the rotated certificate to be served",
+        Duration::from_secs(10),
+        || async {
+            let served = https::connect(setup.addr, tls.clone())
+                .await
+                .map(|c| c.peer_cert)
+                .unwrap_or_default();
+            if served == old {
+                Err("the old one is served")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     let out = setup.apply(&malformed());
     assert!(!out.success);
