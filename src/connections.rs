@@ -35,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::proxy::{self, Proxies, Proxy, authority};
+use crate::proxy::{Proxies, Proxy, authority};
 
 tokio::task_local! {
     /// Where the requests of the check running in this task stand.
@@ -230,7 +230,7 @@ async fn open(
 ) -> Result<Conn, HttpError> {
     let connect_error = |e: io::Error| HttpError::new(HttpErrorKind::Connect, e);
     let (host, port) = proxy.map_or((origin.host.as_str(), origin.port), |p| {
-        (p.host.as_str(), p.port)
+        (p.host(), p.port())
     });
     enter(Step::Connect(authority(host, port)));
     let mut tcp = tokio::net::TcpStream::connect((host, port))
@@ -239,8 +239,9 @@ async fn open(
     let _ = tcp.set_nodelay(true);
     let (sender, driver) = if origin.https {
         if let Some(proxy) = proxy {
-            enter(Step::Tunnel(authority(&proxy.host, proxy.port)));
-            proxy::tunnel(&mut tcp, proxy, &origin.host, origin.port)
+            enter(Step::Tunnel(authority(proxy.host(), proxy.port())));
+            proxy
+                .tunnel(&mut tcp, &origin.host, origin.port)
                 .await
                 .map_err(connect_error)?;
         }
@@ -358,16 +359,12 @@ impl HttpService for Client {
             .headers
             .entry(USER_AGENT)
             .or_insert(HeaderValue::from_static(AGENT));
-        let proxy = self
-            .proxies
-            .for_origin(origin.https, &origin.host, origin.port);
+        let proxy = self.proxies.for_uri(&parts.uri);
         match proxy {
             // A plain-http request through a proxy names its target in absolute form.
             Some(proxy) if !origin.https => {
-                if let Some(auth) = &proxy.authorization {
-                    let auth = HeaderValue::from_str(auth)
-                        .map_err(|e| unusable(format!("proxy credentials: {e}")))?;
-                    parts.headers.insert(PROXY_AUTHORIZATION, auth);
+                if let Some(auth) = proxy.authorization() {
+                    parts.headers.insert(PROXY_AUTHORIZATION, auth.clone());
                 }
             }
             _ => {

@@ -38,10 +38,7 @@ fn choose(
     if from_kubeconfig.is_some() {
         return Ok(from_kubeconfig);
     }
-    let https = cluster.scheme_str() != Some("http");
-    let host = cluster.host().unwrap_or_default();
-    let port = cluster.port_u16().unwrap_or(if https { 443 } else { 80 });
-    match proxies.for_origin(https, host, port) {
+    match proxies.for_uri(cluster) {
         // The URL carries credentials: the error must not.
         Some(proxy) => match proxy.url_with_credentials().parse() {
             Ok(uri) => Ok(Some(uri)),

@@ -1,5 +1,7 @@
 //! bsl-sentinel: an admission webhook and a reconciler for Velero BackupStorageLocations.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod admission;
 pub mod bsl;
@@ -14,7 +16,6 @@ pub mod leader;
 pub mod lint;
 pub mod listing;
 pub mod metrics;
-pub mod pki;
 pub mod proxy;
 pub mod readiness;
 pub mod reconciler;

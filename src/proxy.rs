@@ -1,32 +1,64 @@
-//! HTTP proxies for the storage checks, from the environment as Velero's plugins (Go's
-//! net/http) read it: HTTPS_PROXY for https URLs, HTTP_PROXY for http ones (upper case first,
-//! then lower case), NO_PROXY for exceptions; localhost and loopback addresses are never
-//! proxied. https URLs go through a CONNECT tunnel, http ones as absolute-form requests. Only
-//! http:// proxies: a TLS connection to the proxy itself is not supported.
+//! HTTP proxies for the storage checks and the apiserver, from the environment as Velero's
+//! plugins (Go's net/http, golang.org/x/net/http/httpproxy) read it: HTTPS_PROXY for https URLs,
+//! HTTP_PROXY for http ones (upper case first, then lower case; an empty value counts as unset),
+//! NO_PROXY for exceptions. hyper-util's `Matcher` parses the proxy URLs (a bare `host:port` is
+//! http, credentials become Basic auth) and judges NO_PROXY's plain domains (with their
+//! subdomains), IP addresses and CIDR ranges, as Go does; https URLs go through a CONNECT
+//! tunnel, http ones as absolute-form requests. Kept here, where Go and hyper-util differ:
+//! - localhost and loopback addresses are never proxied (Matcher proxies them);
+//! - `*` excepts IP addresses too (Matcher's `*` matches names only);
+//! - `.example.com` and `*.example.com` except subdomains only (Matcher's `.example.com` also
+//!   excepts example.com, and it reads `*.example.com` literally);
+//! - an entry with a port (`minio:9000`, `[fd00::1]:443`) excepts that port only (Matcher never
+//!   matches such an entry);
+//! - ALL_PROXY is not read, and an empty HTTPS_PROXY falls back to https_proxy, as in Go
+//!   (`Matcher::from_env` reads ALL_PROXY and takes an empty HTTPS_PROXY);
+//! - only http:// proxies: Matcher takes https:// and socks ones too, which the checks cannot
+//!   use, so they are reported and the checks go direct;
+//! - the CONNECT handshake: hyper-util's `Tunnel` drops the proxy's status line ("407 Proxy
+//!   Authentication Required"), which Go reports and the BSL's status shows.
 
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use base64::Engine;
+use http::{HeaderValue, Uri};
+use hyper_util::client::proxy::matcher::Matcher;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use url::Url;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Proxies {
+    /// Decides, for a URL, its scheme's proxy and NO_PROXY's entries that it judges as Go does.
+    matcher: Arc<Matcher>,
     http: Option<Proxy>,
     https: Option<Proxy>,
+    /// NO_PROXY's entries that `matcher` does not judge as Go does.
     exceptions: Vec<Exception>,
+    /// NO_PROXY's entries, for the start-up log.
+    entries: usize,
+}
+
+impl Default for Proxies {
+    fn default() -> Proxies {
+        Proxies {
+            matcher: Arc::new(Matcher::builder().build()),
+            http: None,
+            https: None,
+            exceptions: Vec::new(),
+            entries: 0,
+        }
+    }
 }
 
 /// One proxy server.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Proxy {
-    pub host: String,
-    pub port: u16,
+    /// `http://host:port/`, without credentials, as `Matcher` parsed it.
+    uri: Uri,
     /// The Proxy-Authorization value, from the URL's user and password.
-    pub authorization: Option<String>,
+    authorization: Option<HeaderValue>,
     /// The URL's `user:password`, as written (percent-encoded), for clients that take a URL.
     userinfo: Option<String>,
 }
@@ -40,29 +72,42 @@ impl fmt::Debug for Proxy {
 impl fmt::Display for Proxy {
     /// Without credentials: it goes to logs.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}", authority(&self.host, self.port))
+        write!(f, "http://{}", authority(self.host(), self.port()))
     }
 }
 
-/// A NO_PROXY entry, as Go's golang.org/x/net/http/httpproxy parses it.
+/// A NO_PROXY entry that `Matcher` does not judge as Go's httpproxy does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Exception {
     All,
-    Net {
-        ip: IpAddr,
-        bits: u8,
-    },
     Ip {
         ip: IpAddr,
-        port: Option<u16>,
+        port: u16,
     },
-    /// `suffix` starts with a dot; `exact`: the domain itself matches too ("example.com"
+    /// `suffix` starts with a dot; `exact`: the domain itself matches too ("example.com:9000"
     /// rather than ".example.com").
     Domain {
         suffix: String,
         exact: bool,
         port: Option<u16>,
     },
+}
+
+impl Exception {
+    fn excepts(&self, host: &str, ip: Option<IpAddr>, port: u16) -> bool {
+        match self {
+            Exception::All => true,
+            Exception::Ip { ip: at, port: p } => ip == Some(*at) && *p == port,
+            Exception::Domain {
+                suffix,
+                exact,
+                port: p,
+            } => {
+                (host.ends_with(suffix.as_str()) || (*exact && host == &suffix[1..]))
+                    && p.is_none_or(|p| p == port)
+            }
+        }
+    }
 }
 
 impl Proxies {
@@ -76,53 +121,63 @@ impl Proxies {
             [name.to_string(), name.to_ascii_lowercase()]
                 .iter()
                 .find_map(|n| var(n).filter(|v| !v.trim().is_empty()))
-                .map(|v| (name, v))
+                .map(|v| (name, v.trim().to_string()))
         };
         let mut problems = Vec::new();
         let mut proxy = |name: &'static str| {
             let (name, value) = get(name)?;
-            parse_proxy(&value)
-                .map_err(|e| problems.push(format!("{name}: {e}; checks go direct")))
-                .ok()
+            match parse_proxy(&value) {
+                Ok(proxy) => Some((value, proxy)),
+                Err(e) => {
+                    problems.push(format!("{name}: {e}; checks go direct"));
+                    None
+                }
+            }
         };
         let http = proxy("HTTP_PROXY");
         let https = proxy("HTTPS_PROXY");
-        let exceptions = get("NO_PROXY")
-            .map(|(_, v)| parse_exceptions(&v))
-            .unwrap_or_default();
-        (
-            Proxies {
-                http,
-                https,
-                exceptions,
-            },
-            problems,
-        )
+        let no_proxy = get("NO_PROXY").map(|(_, v)| v).unwrap_or_default();
+        let (plain, exceptions) = split_no_proxy(&no_proxy);
+        let entries = if exceptions.contains(&Exception::All) {
+            1
+        } else {
+            plain.len() + exceptions.len()
+        };
+        let value = |p: &Option<(String, Proxy)>| p.as_ref().map(|(v, _)| v.clone());
+        let matcher = Matcher::builder()
+            .http(value(&http).unwrap_or_default())
+            .https(value(&https).unwrap_or_default())
+            .no(plain.join(","))
+            .build();
+        let proxies = Proxies {
+            matcher: Arc::new(matcher),
+            http: http.map(|(_, p)| p),
+            https: https.map(|(_, p)| p),
+            exceptions,
+            entries,
+        };
+        (proxies, problems)
     }
 
-    /// The proxy a request to this origin goes through, if any.
-    pub fn for_origin(&self, https: bool, host: &str, port: u16) -> Option<&Proxy> {
-        let proxy = if https { &self.https } else { &self.http }.as_ref()?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+    /// The proxy a request to `uri` goes through, if any.
+    pub fn for_uri(&self, uri: &Uri) -> Option<&Proxy> {
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return None,
+        };
+        let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
         let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let ip = host.parse::<IpAddr>().ok();
         if host == "localhost" || ip.is_some_and(|ip| ip.is_loopback()) {
             return None;
         }
-        let excepted = self.exceptions.iter().any(|e| match e {
-            Exception::All => true,
-            Exception::Net { ip: net, bits } => ip.is_some_and(|ip| in_net(ip, *net, *bits)),
-            Exception::Ip { ip: at, port: p } => ip == Some(*at) && p.is_none_or(|p| p == port),
-            Exception::Domain {
-                suffix,
-                exact,
-                port: p,
-            } => {
-                (host.ends_with(suffix.as_str()) || (*exact && host == suffix[1..]))
-                    && p.is_none_or(|p| p == port)
-            }
-        });
-        (!excepted).then_some(proxy)
+        if self.exceptions.iter().any(|e| e.excepts(&host, ip, port)) {
+            return None;
+        }
+        self.matcher.intercept(uri)?;
+        if https { &self.https } else { &self.http }.as_ref()
     }
 
     /// For the start-up log.
@@ -135,12 +190,26 @@ impl Proxies {
             "https via {}, http via {}, {} NO_PROXY entries",
             show(&self.https),
             show(&self.http),
-            self.exceptions.len()
+            self.entries
         ))
     }
 }
 
 impl Proxy {
+    /// Without the brackets of an IPv6 address.
+    pub fn host(&self) -> &str {
+        let host = self.uri.host().unwrap_or_default();
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    pub fn port(&self) -> u16 {
+        self.uri.port_u16().unwrap_or(80)
+    }
+
+    pub fn authorization(&self) -> Option<&HeaderValue> {
+        self.authorization.as_ref()
+    }
+
     /// The proxy's URL with its credentials, for the apiserver client (never to be logged).
     pub fn url_with_credentials(&self) -> String {
         let userinfo = self
@@ -148,7 +217,45 @@ impl Proxy {
             .as_ref()
             .map(|u| format!("{u}@"))
             .unwrap_or_default();
-        format!("http://{userinfo}{}", authority(&self.host, self.port))
+        format!("http://{userinfo}{}", authority(self.host(), self.port()))
+    }
+
+    /// Opens a CONNECT tunnel to host:port through the proxy `stream` is connected to.
+    pub async fn tunnel(&self, stream: &mut TcpStream, host: &str, port: u16) -> io::Result<()> {
+        let target = authority(host, port);
+        let mut head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n").into_bytes();
+        if let Some(auth) = &self.authorization {
+            head.extend_from_slice(b"Proxy-Authorization: ");
+            head.extend_from_slice(auth.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        stream.write_all(&head).await?;
+        // Byte by byte up to the blank line: what follows is the tunnel's, not the proxy's.
+        let mut answer = Vec::with_capacity(128);
+        while !answer.ends_with(b"\r\n\r\n") {
+            if answer.len() >= 8192 {
+                return Err(io::Error::other(format!(
+                    "proxy {self} sent an endless answer to CONNECT"
+                )));
+            }
+            let byte = stream.read_u8().await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("proxy {self} closed the connection before answering CONNECT"),
+                )
+            })?;
+            answer.push(byte);
+        }
+        let text = String::from_utf8_lossy(&answer);
+        let status = text.lines().next().unwrap_or_default();
+        match status.split_whitespace().nth(1) {
+            Some(code) if code.starts_with('2') => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("proxy {self} refused a tunnel to {target}: {status}"),
+            )),
+        }
     }
 }
 
@@ -161,90 +268,76 @@ pub fn authority(host: &str, port: u16) -> String {
     }
 }
 
-/// A proxy URL as Go takes it: with or without "http://".
+/// A proxy URL as Go takes it: with or without "http://". `Matcher` parses it; only the
+/// scheme check and the credentials as written are ours.
 fn parse_proxy(value: &str) -> Result<Proxy, String> {
-    let value = value.trim();
-    let url = match Url::parse(value) {
-        Ok(url) if url.has_host() => url,
-        _ => Url::parse(&format!("http://{value}"))
-            .map_err(|e| format!("{value:?} is not a proxy URL: {e}"))?,
-    };
-    if url.scheme() != "http" {
+    let uri: Uri = value
+        .parse()
+        .map_err(|e| format!("{value:?} is not a proxy URL: {e}"))?;
+    if let Some(scheme) = uri.scheme_str().filter(|s| *s != "http") {
         return Err(format!(
-            "{}:// proxies are not supported, only http://",
-            url.scheme()
+            "{scheme}:// proxies are not supported, only http://"
         ));
     }
-    let host = match url.host_str() {
-        Some(h) if !h.is_empty() => h.trim_start_matches('[').trim_end_matches(']'),
-        _ => return Err(format!("{value:?} names no proxy host")),
-    };
-    let authorization = (!url.username().is_empty()).then(|| {
-        let decode = |s: &str| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        };
-        let pair = format!(
-            "{}:{}",
-            decode(url.username()),
-            decode(url.password().unwrap_or_default())
-        );
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )
-    });
-    let userinfo = (!url.username().is_empty()).then(|| match url.password() {
-        Some(password) => format!("{}:{password}", url.username()),
-        None => url.username().to_string(),
-    });
+    // Any URL would do: with no NO_PROXY, the matcher proxies it if it could parse the value.
+    let intercept = Matcher::builder()
+        .http(value)
+        .build()
+        .intercept(&Uri::from_static("http://velero.invalid/"))
+        .filter(|i| i.uri().host().is_some_and(|h| !h.is_empty()))
+        .ok_or_else(|| format!("{value:?} names no proxy host"))?;
+    let userinfo = uri
+        .authority()
+        .and_then(|a| a.as_str().split_once('@'))
+        .map(|(userinfo, _)| userinfo.to_string());
     Ok(Proxy {
-        host: host.to_string(),
-        port: url.port_or_known_default().unwrap_or(80),
-        authorization,
+        uri: intercept.uri().clone(),
+        authorization: intercept.basic_auth().cloned(),
         userinfo,
     })
 }
 
-fn parse_exceptions(value: &str) -> Vec<Exception> {
-    let mut out = Vec::new();
+/// NO_PROXY's entries: those `Matcher` judges as Go does (plain domains, IP addresses, CIDR
+/// ranges), and the others.
+fn split_no_proxy(value: &str) -> (Vec<String>, Vec<Exception>) {
+    let mut plain = Vec::new();
+    let mut exceptions = Vec::new();
     for entry in value.split(',') {
         let entry = entry.trim().to_ascii_lowercase();
         if entry.is_empty() {
             continue;
         }
         if entry == "*" {
-            return vec![Exception::All];
-        }
-        if let Some((ip, bits)) = entry.split_once('/')
-            && let (Ok(ip), Ok(bits)) = (ip.parse::<IpAddr>(), bits.parse::<u8>())
-            && bits <= if ip.is_ipv4() { 32 } else { 128 }
-        {
-            out.push(Exception::Net { ip, bits });
-            continue;
+            return (Vec::new(), vec![Exception::All]);
         }
         let (host, port) = split_port(&entry);
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            out.push(Exception::Ip { ip, port });
+        let subdomains_only = host.starts_with('.') || host.starts_with("*.");
+        if port.is_none() && !subdomains_only {
+            plain.push(host.to_string());
             continue;
         }
-        let host = host.strip_prefix('*').unwrap_or(host);
+        if let (Ok(ip), Some(port)) = (host.parse::<IpAddr>(), port) {
+            exceptions.push(Exception::Ip { ip, port });
+            continue;
+        }
+        let host = host
+            .strip_prefix('*')
+            .filter(|h| h.starts_with('.'))
+            .unwrap_or(host);
         if host.is_empty() || host == "." {
             continue;
         }
-        let exact = !host.starts_with('.');
-        out.push(Exception::Domain {
-            suffix: if exact {
-                format!(".{host}")
-            } else {
+        exceptions.push(Exception::Domain {
+            suffix: if subdomains_only {
                 host.to_string()
+            } else {
+                format!(".{host}")
             },
-            exact,
+            exact: !subdomains_only,
             port,
         });
     }
-    out
+    (plain, exceptions)
 }
 
 /// "host:port", "[v6]:port" or a bare host (an IPv6 address without brackets stays whole).
@@ -263,57 +356,6 @@ fn split_port(entry: &str) -> (&str, Option<u16>) {
     }
 }
 
-fn in_net(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
-    let (ip, net, len) = match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => (a.to_bits() as u128, b.to_bits() as u128, 32),
-        (IpAddr::V6(a), IpAddr::V6(b)) => (a.to_bits(), b.to_bits(), 128),
-        _ => return false,
-    };
-    let shift = len - u32::from(bits);
-    shift >= len || (ip >> shift) == (net >> shift)
-}
-
-/// Opens a CONNECT tunnel to host:port through the proxy `stream` is connected to.
-pub async fn tunnel(
-    stream: &mut TcpStream,
-    proxy: &Proxy,
-    host: &str,
-    port: u16,
-) -> io::Result<()> {
-    let target = authority(host, port);
-    let mut head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
-    if let Some(auth) = &proxy.authorization {
-        head.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await?;
-    // Byte by byte up to the blank line: what follows is the tunnel's, not the proxy's.
-    let mut answer = Vec::with_capacity(128);
-    while !answer.ends_with(b"\r\n\r\n") {
-        if answer.len() >= 8192 {
-            return Err(io::Error::other(format!(
-                "proxy {proxy} sent an endless answer to CONNECT"
-            )));
-        }
-        let byte = stream.read_u8().await.map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("proxy {proxy} closed the connection before answering CONNECT"),
-            )
-        })?;
-        answer.push(byte);
-    }
-    let text = String::from_utf8_lossy(&answer);
-    let status = text.lines().next().unwrap_or_default();
-    match status.split_whitespace().nth(1) {
-        Some(code) if code.starts_with('2') => Ok(()),
-        _ => Err(io::Error::new(
-            io::ErrorKind::ConnectionRefused,
-            format!("proxy {proxy} refused a tunnel to {target}: {status}"),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,13 +369,17 @@ mod tests {
     }
 
     fn via(p: &Proxies, https: bool, host: &str, port: u16) -> Option<String> {
-        p.for_origin(https, host, port).map(Proxy::to_string)
+        let scheme = if https { "https" } else { "http" };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let uri: Uri = format!("{scheme}://{}/", authority(bare, port))
+            .parse()
+            .unwrap_or_else(|e| panic!("{host}: {e}"));
+        p.for_uri(&uri).map(Proxy::to_string)
     }
 
     #[test]
     fn nothing_set_means_direct() {
         let (p, problems) = proxies(&[]);
-        assert_eq!(p, Proxies::default());
         assert!(problems.is_empty());
         assert_eq!(p.describe(), None);
         assert_eq!(via(&p, true, "s3.amazonaws.com", 443), None);
@@ -415,27 +461,45 @@ mod tests {
         assert_eq!(via(&all, true, "s3.amazonaws.com", 443), None);
     }
 
+    /// The rules Go has and hyper-util's Matcher has not (the module's list).
+    #[test]
+    fn go_rules_beyond_the_matcher() {
+        let (p, _) = proxies(&[
+            ("HTTPS_PROXY", ""),
+            ("https_proxy", "proxy:3128"),
+            ("ALL_PROXY", "http://all.corp:3128"),
+            ("NO_PROXY", "*.svc, .internal, [fd00::1]:443"),
+        ]);
+        let direct = |host: &str, port: u16| via(&p, true, host, port).is_none();
+        assert!(
+            !direct("s3.amazonaws.com", 443),
+            "an empty HTTPS_PROXY is unset"
+        );
+        assert_eq!(via(&p, false, "minio", 9000), None, "ALL_PROXY is not read");
+        assert!(!direct("svc", 443), "*.svc excepts subdomains only");
+        assert!(!direct("internal", 443));
+        assert!(direct("fd00::1", 443));
+        assert!(!direct("fd00::1", 8443));
+        let (all, _) = proxies(&[("HTTPS_PROXY", "proxy:3128"), ("NO_PROXY", "*")]);
+        assert_eq!(via(&all, true, "10.0.0.1", 443), None, "* excepts IPs too");
+    }
+
     #[test]
     fn proxy_urls_as_go_takes_them() {
-        let one = |v: &str| parse_proxy(v);
+        let one = parse_proxy;
+        let bare = one("10.0.0.1:3128").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((bare.host(), bare.port()), ("10.0.0.1", 3128));
+        assert!(bare.authorization().is_none());
+        assert_eq!(bare.url_with_credentials(), "http://10.0.0.1:3128");
+        assert_eq!(one("http://proxy.corp").map(|p| p.port()), Ok(80));
         assert_eq!(
-            one("10.0.0.1:3128"),
-            Ok(Proxy {
-                host: "10.0.0.1".into(),
-                port: 3128,
-                authorization: None,
-                userinfo: None,
-            })
-        );
-        assert_eq!(one("http://proxy.corp").map(|p| p.port), Ok(80));
-        assert_eq!(
-            one("http://[fd00::1]:3128").map(|p| p.host),
+            one("http://[fd00::1]:3128").map(|p| p.host().to_string()),
             Ok("fd00::1".into())
         );
         let with_user =
             one("http://svc%40corp:p%3Ass@proxy:3128").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            with_user.authorization.as_deref(),
+            with_user.authorization().and_then(|a| a.to_str().ok()),
             // base64("svc@corp:p:ss")
             Some("Basic c3ZjQGNvcnA6cDpzcw==")
         );
@@ -451,11 +515,12 @@ mod tests {
             "as written, for a client that decodes it"
         );
         assert_eq!(
-            one("https://proxy:3128"),
-            Err("https:// proxies are not supported, only http://".into())
+            one("https://proxy:3128").err().as_deref(),
+            Some("https:// proxies are not supported, only http://")
         );
         let (p, problems) = proxies(&[("HTTPS_PROXY", "socks5://proxy:1080")]);
-        assert_eq!(p.https, None);
+        assert!(p.https.is_none());
+        assert_eq!(p.describe(), None);
         assert_eq!(
             problems,
             ["HTTPS_PROXY: socks5:// proxies are not supported, only http://; checks go direct"]

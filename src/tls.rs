@@ -147,7 +147,12 @@ fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pki::Ca;
+
+    /// A self-signed pair for localhost; each call has a new key.
+    fn pair() -> Result<(String, String), rcgen::Error> {
+        let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+        Ok((c.cert.pem(), c.signing_key.serialize_pem()))
+    }
 
     fn write_pair(dir: &Path, cert: &str, key: &str) {
         std::fs::write(dir.join("tls.crt"), cert).unwrap_or_default();
@@ -162,20 +167,19 @@ mod tests {
     fn reloads_only_on_change_and_keeps_serving_on_bad_files()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let ca = Ca::new("test")?;
-        let first = ca.issue_server(&["localhost"], &[])?;
-        write_pair(dir.path(), &first.cert, &first.key);
+        let (first_cert, first_key) = pair()?;
+        write_pair(dir.path(), &first_cert, &first_key);
         let cert = ReloadingCert::load(&dir.path().join("tls.crt"), &dir.path().join("tls.key"))?;
         let before = serial(&cert);
         assert!(!cert.reload()?, "unchanged files are not a reload");
 
         // Half-written: new cert, old key. Refused; the old pair keeps serving.
-        let second = ca.issue_server(&["localhost"], &[])?;
-        std::fs::write(dir.path().join("tls.crt"), &second.cert)?;
+        let (second_cert, second_key) = pair()?;
+        std::fs::write(dir.path().join("tls.crt"), &second_cert)?;
         assert!(matches!(cert.reload(), Err(TlsError::Mismatch(_))));
         assert_eq!(serial(&cert), before);
 
-        std::fs::write(dir.path().join("tls.key"), &second.key)?;
+        std::fs::write(dir.path().join("tls.key"), &second_key)?;
         assert!(cert.reload()?);
         assert_ne!(serial(&cert), before);
 

@@ -259,7 +259,8 @@ async fn run(
             "--lease-duration",
             "15s",
         ],
-    );
+    )
+    .await;
     let pid = sentinel.pid();
     let faulty_name = |name: &str| {
         name.strip_prefix("bsl-")

@@ -114,7 +114,7 @@ async fn main() {
     while served.load().is_none() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    support::webhook::register(&kubectl, NS, running.addr, &mount.ca.cert_pem());
+    support::webhook::register(&kubectl, NS, running.addr, &mount.ca.cert_pem()).await;
     let config = ReconcilerConfig {
         namespace: Some(NS.into()),
         status_namespace: NS.into(),

@@ -71,11 +71,14 @@ async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
         "outage",
         &["--leader-election=false", "--validation-frequency", "1s"],
         &[],
-    );
-    sentinel.wait_for("every BSL Available", Duration::from_secs(30), || {
-        let now = last_validations(plane, &ns);
-        now.len() == BSLS && now.values().all(|(phase, _)| phase == "Available")
-    });
+    )
+    .await;
+    sentinel
+        .wait_for("every BSL Available", Duration::from_secs(30), || {
+            let now = last_validations(plane, &ns);
+            now.len() == BSLS && now.values().all(|(phase, _)| phase == "Available")
+        })
+        .await;
 
     link.refuse();
     tokio::time::sleep(Duration::from_secs(8)).await;
@@ -83,12 +86,14 @@ async fn an_apiserver_outage_is_logged_once_and_writes_resume() {
     let log_at_outage = sentinel.log_text().len();
     link.accept();
     let back = Instant::now();
-    sentinel.wait_for("writes to resume", Duration::from_secs(30), || {
-        let now = last_validations(plane, &ns);
-        now.iter().all(|(name, (phase, last))| {
-            phase == "Available" && before.get(name).is_some_and(|(_, old)| last > old)
+    sentinel
+        .wait_for("writes to resume", Duration::from_secs(30), || {
+            let now = last_validations(plane, &ns);
+            now.iter().all(|(name, (phase, last))| {
+                phase == "Available" && before.get(name).is_some_and(|(_, old)| last > old)
+            })
         })
-    });
+        .await;
     eprintln!(
         "status writes of {BSLS} BSLs resumed {:?} after the apiserver came back",
         back.elapsed()
@@ -127,11 +132,14 @@ async fn apiserver_and_etcd_restarts_under_50_bsls() {
         &ns,
         "restarts",
         &["--leader-election=false", "--validation-frequency", "1s"],
-    );
-    sentinel.wait_for("every BSL Available", Duration::from_secs(60), || {
-        let now = last_validations(plane, &ns);
-        now.len() == N && now.values().all(|(phase, _)| phase == "Available")
-    });
+    )
+    .await;
+    sentinel
+        .wait_for("every BSL Available", Duration::from_secs(60), || {
+            let now = last_validations(plane, &ns);
+            now.len() == N && now.values().all(|(phase, _)| phase == "Available")
+        })
+        .await;
 
     for peer in ["kube-apiserver", "etcd"] {
         let before = last_validations(plane, &ns);
@@ -147,17 +155,20 @@ async fn apiserver_and_etcd_restarts_under_50_bsls() {
         let plane = &own.plane;
         own.wait_ready();
         let back = Instant::now();
-        sentinel.wait_for(
-            &format!("writes to resume after the {peer} restart"),
-            Duration::from_secs(60),
-            || {
-                let now = last_validations(plane, &ns);
-                now.len() == N
-                    && now.iter().all(|(name, (phase, last))| {
-                        phase == "Available" && before.get(name).is_some_and(|(_, old)| last > old)
-                    })
-            },
-        );
+        sentinel
+            .wait_for(
+                &format!("writes to resume after the {peer} restart"),
+                Duration::from_secs(60),
+                || {
+                    let now = last_validations(plane, &ns);
+                    now.len() == N
+                        && now.iter().all(|(name, (phase, last))| {
+                            phase == "Available"
+                                && before.get(name).is_some_and(|(_, old)| last > old)
+                        })
+                },
+            )
+            .await;
         eprintln!(
             "{peer} killed for 5 s under {N} BSLs: every BSL written again {:?} after it was back",
             back.elapsed()

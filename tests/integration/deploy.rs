@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
@@ -21,23 +21,12 @@ use serde_json::{Value, json};
 
 use crate::support::control_plane::{adopt, spawn};
 use crate::support::https;
-use crate::support::{ControlPlane, Crd, Kubectl, repo_root};
+use crate::support::{ControlPlane, Crd, Kubectl, eventually, repo_root};
 
 const SA: &str = "system:serviceaccount:velero:bsl-sentinel";
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
-}
-
-fn eventually(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// Serializes the tests that write deploy/'s own objects in velero (a server dry run racing a
@@ -86,21 +75,21 @@ fn secret_data(kubectl: &Kubectl, ns: &str, name: &str) -> Option<BTreeMap<Strin
 }
 
 /// Waits for a Secret holding non-empty tls.crt, tls.key and ca.crt.
-fn wait_for_tls_secret(kubectl: &Kubectl, ns: &str, name: &str) -> BTreeMap<String, Vec<u8>> {
-    let mut found = None;
+async fn wait_for_tls_secret(kubectl: &Kubectl, ns: &str, name: &str) -> BTreeMap<String, Vec<u8>> {
     eventually(
         &format!("Secret {ns}/{name} with tls.crt, tls.key and ca.crt"),
         Duration::from_secs(90),
-        || {
-            found = secret_data(kubectl, ns, name).filter(|d| {
-                ["tls.crt", "tls.key", "ca.crt"]
-                    .iter()
-                    .all(|k| d.get(*k).is_some_and(|v| !v.is_empty()))
-            });
-            found.is_some()
+        || async {
+            secret_data(kubectl, ns, name)
+                .filter(|d| {
+                    ["tls.crt", "tls.key", "ca.crt"]
+                        .iter()
+                        .all(|k| d.get(*k).is_some_and(|v| !v.is_empty()))
+                })
+                .ok_or_else(|| "not there or incomplete".to_string())
         },
-    );
-    found.unwrap_or_default()
+    )
+    .await
 }
 
 fn leaf_der(pem: &[u8]) -> Vec<u8> {
@@ -330,8 +319,8 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
         "-f",
         &certificates.display().to_string(),
     ]);
-    let ca = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-ca");
-    let serving = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-webhook-tls");
+    let ca = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-ca").await;
+    let serving = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-webhook-tls").await;
     assert_eq!(
         leaf_der(&serving["ca.crt"]),
         leaf_der(&ca["tls.crt"]),
@@ -394,29 +383,29 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
 
     // cainjector fills caBundle of every webhook with the Certificate's CA.
     let want_bundle = b64().encode(&serving["ca.crt"]);
-    let mut injected: BTreeMap<String, Value> = BTreeMap::new();
-    eventually(
+    let injected: BTreeMap<String, Value> = eventually(
         "cainjector to fill caBundle",
         Duration::from_secs(60),
-        || {
+        || async {
+            let mut injected = BTreeMap::new();
             for kind in &kinds {
                 let resource = kind.to_lowercase();
                 let out = kubectl.run(&["get", &resource, &injected_name, "-o", "json"]);
-                let Ok(doc) = serde_json::from_str::<Value>(&out.stdout) else {
-                    return false;
-                };
+                let doc = serde_json::from_str::<Value>(&out.stdout)
+                    .map_err(|_| format!("{resource}: {}", out.stderr))?;
                 let filled = doc["webhooks"].as_array().is_some_and(|w| {
                     w.iter()
                         .all(|w| w["clientConfig"]["caBundle"] == json!(want_bundle))
                 });
                 if !filled {
-                    return false;
+                    return Err(format!("{resource} has no caBundle yet"));
                 }
                 injected.insert(kind.clone(), doc);
             }
-            true
+            Ok(injected)
         },
-    );
+    )
+    .await;
 
     // A test-only Certificate from the same CA Issuer, with IP SAN 127.0.0.1: the webhook runs
     // in-process on 127.0.0.1 (no Service can be routed here), so the apiserver calls it by
@@ -437,7 +426,7 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
     });
     let out = kubectl.apply(&ns, &local.to_string());
     assert!(out.success, "{}", out.stderr);
-    let first = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-webhook-local-tls");
+    let first = wait_for_tls_secret(&kubectl, &ns, "bsl-sentinel-webhook-local-tls").await;
     assert_eq!(first["ca.crt"], serving["ca.crt"]);
 
     // bsl-sentinel's webhook on those files, laid out as the kubelet mounts the Secret.
@@ -462,17 +451,19 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
     let addr = running.addr;
     tokio::spawn(running.server);
     let ca_pem = serving["ca.crt"].clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let tls = https::client_config(&String::from_utf8_lossy(&ca_pem));
-        if let Ok(mut conn) = https::connect(addr, tls).await
-            && conn.get("/readyz").await.0 == 200
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "webhook never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the webhook to be ready",
+        Duration::from_secs(30),
+        || async {
+            let tls = https::client_config(&String::from_utf8_lossy(&ca_pem));
+            let mut conn = https::connect(addr, tls).await.map_err(|e| e.to_string())?;
+            match conn.get("/readyz").await.0 {
+                200 => Ok(()),
+                status => Err(format!("/readyz answers {status}")),
+            }
+        },
+    )
+    .await;
     let before = served_leaf(addr, &ca_pem).await.unwrap_or_default();
     assert_eq!(
         before,
@@ -515,14 +506,19 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
     eventually(
         "the apiserver to call the webhook",
         Duration::from_secs(30),
-        || {
+        || async {
             let out = kubectl.run_with_stdin(
                 &["apply", "--dry-run=server", "-n", &ns, "-f", "-"],
                 &malformed_bsl().to_string(),
             );
-            !out.success && out.stderr.contains("spec.provider: Required value")
+            if !out.success && out.stderr.contains("spec.provider: Required value") {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
         },
-    );
+    )
+    .await;
     let out = kubectl.apply(&ns, &malformed_bsl().to_string());
     assert_rejected_with_field_messages(&out);
 
@@ -536,39 +532,41 @@ async fn cert_manager_issues_the_webhook_certificate_and_the_apiserver_calls_it(
         "-n",
         &ns,
     ]);
-    let mut second = BTreeMap::new();
-    eventually(
+    let second = eventually(
         "cert-manager to reissue the certificate",
         Duration::from_secs(90),
-        || match secret_data(&kubectl, &ns, "bsl-sentinel-webhook-local-tls") {
-            Some(d)
-                if d.get("tls.crt").is_some_and(|c| *c != first["tls.crt"])
-                    && d.get("tls.key").is_some_and(|k| !k.is_empty())
-                    && d.get("ca.crt").is_some_and(|k| !k.is_empty()) =>
-            {
-                second = d;
-                true
+        || async {
+            match secret_data(&kubectl, &ns, "bsl-sentinel-webhook-local-tls") {
+                Some(d)
+                    if d.get("tls.crt").is_some_and(|c| *c != first["tls.crt"])
+                        && d.get("tls.key").is_some_and(|k| !k.is_empty())
+                        && d.get("ca.crt").is_some_and(|k| !k.is_empty()) =>
+                {
+                    Ok(d)
+                }
+                _ => Err("the old certificate or none".to_string()),
             }
-            _ => false,
         },
-    );
+    )
+    .await;
     assert_ne!(
         second["tls.key"], first["tls.key"],
         "rotationPolicy Always: a new key"
     );
     mount.update(&second);
     let want = leaf_der(&second["tls.crt"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if served_leaf(addr, &ca_pem).await.as_deref() == Some(want.as_slice()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the webhook still serves the old certificate"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the webhook to serve the new certificate",
+        Duration::from_secs(20),
+        || async {
+            if served_leaf(addr, &ca_pem).await.as_deref() == Some(want.as_slice()) {
+                Ok(())
+            } else {
+                Err("it serves the old one".to_string())
+            }
+        },
+    )
+    .await;
     assert_ne!(before, want);
     // Same CA, so the injected caBundle still holds: the apiserver keeps calling it.
     let out = kubectl.apply(&ns, &malformed_bsl().to_string());

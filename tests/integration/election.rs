@@ -59,7 +59,7 @@ impl Pair {
     }
 
     /// Starts `first`, waits until it leads and has written status, then starts `second`.
-    fn start_two(&self, kubeconfig: &std::path::Path) -> (Sentinel, Sentinel) {
+    async fn start_two(&self, kubeconfig: &std::path::Path) -> (Sentinel, Sentinel) {
         let first = Sentinel::start_with(
             self.plane,
             kubeconfig,
@@ -67,11 +67,14 @@ impl Pair {
             "first",
             &Pair::flags(),
             &[],
-        );
-        first.wait_for("the first replica to lead", Duration::from_secs(20), || {
-            self.holder() == "first" && first.log_text().contains("wrote status")
-        });
-        let second = Sentinel::start(self.plane, &self.ns, "second", &Pair::flags());
+        )
+        .await;
+        first
+            .wait_for("the first replica to lead", Duration::from_secs(20), || {
+                self.holder() == "first" && first.log_text().contains("wrote status")
+            })
+            .await;
+        let second = Sentinel::start(self.plane, &self.ns, "second", &Pair::flags()).await;
         (first, second)
     }
 }
@@ -87,7 +90,7 @@ fn logged_at(log: &str, text: &str, after: Option<Timestamp>) -> Option<Timestam
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_releases_the_lease_and_the_other_takes_over_at_once() {
     let pair = Pair::new("sigterm").await;
-    let (mut first, second) = pair.start_two(&pair.plane.kubeconfig);
+    let (mut first, second) = pair.start_two(&pair.plane.kubeconfig).await;
     // Let the second replica see the Lease held and renewed.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(pair.holder(), "first");
@@ -95,11 +98,13 @@ async fn sigterm_releases_the_lease_and_the_other_takes_over_at_once() {
     let stopped = Instant::now();
     first.send_sigterm();
     // Not ready at once, so the Service stops sending reviews, while still alive.
-    first.wait_for("readiness off", Duration::from_millis(900), || {
-        first.get("/readyz").0 == 503
-    });
+    first
+        .wait_for("readiness off", Duration::from_millis(900), || {
+            first.get("/readyz").0 == 503
+        })
+        .await;
     assert_eq!(first.get("/livez").0, 200, "alive through the grace");
-    let code = first.wait_exit(Duration::from_secs(10));
+    let code = first.wait_exit(Duration::from_secs(10)).await;
     assert_eq!(
         code,
         Some(0),
@@ -108,19 +113,23 @@ async fn sigterm_releases_the_lease_and_the_other_takes_over_at_once() {
     );
     let log = first.log_text();
     assert!(log.contains("released the Lease"), "{log}");
-    second.wait_for("the hand-over", Duration::from_secs(10), || {
-        pair.holder() == "second"
-    });
+    second
+        .wait_for("the hand-over", Duration::from_secs(10), || {
+            pair.holder() == "second"
+        })
+        .await;
     // Without the release the second replica waits out the whole lease (6 s) after the last
     // renewal it saw; with it, one retry (1.2 s) after the release.
     let took = stopped.elapsed();
     eprintln!("SIGTERM to the new holder of the Lease: {took:?} (lease {LEASE})");
     assert!(took < Duration::from_secs(4), "hand-over took {took:?}");
-    second.wait_for(
-        "the new leader's first write",
-        Duration::from_secs(10),
-        || second.log_text().contains("wrote status"),
-    );
+    second
+        .wait_for(
+            "the new leader's first write",
+            Duration::from_secs(10),
+            || second.log_text().contains("wrote status"),
+        )
+        .await;
     // The stopped replica wrote nothing after it released the Lease.
     let released = logged_at(&log, "released the Lease", None);
     assert!(released.is_some());
@@ -138,19 +147,23 @@ async fn a_partitioned_leader_steps_down_before_another_takes_over() {
         &format!("https://127.0.0.1:{}", link.port),
         "",
     );
-    let (first, second) = pair.start_two(&cut_off);
+    let (first, second) = pair.start_two(&cut_off).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let cut_at = Timestamp::now();
     link.cut();
-    second.wait_for("the take-over", Duration::from_secs(20), || {
-        pair.holder() == "second"
-    });
-    second.wait_for(
-        "the new leader's first write",
-        Duration::from_secs(10),
-        || second.log_text().contains("wrote status"),
-    );
+    second
+        .wait_for("the take-over", Duration::from_secs(20), || {
+            pair.holder() == "second"
+        })
+        .await;
+    second
+        .wait_for(
+            "the new leader's first write",
+            Duration::from_secs(10),
+            || second.log_text().contains("wrote status"),
+        )
+        .await;
     // Still cut off for a while: the old leader must not think it leads.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let first_log = first.log_text();

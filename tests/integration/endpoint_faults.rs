@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::faults::{Faulty, Link, Mode};
 use crate::support::sentinel::Sentinel;
 use crate::support::storage::{SeaweedFs, credentials_ini};
-use crate::support::{ControlPlane, Crd};
+use crate::support::{ControlPlane, Crd, eventually};
 
 /// Phase, lastValidationTime and message of one BSL.
 #[derive(Clone, Debug, Default)]
@@ -106,8 +106,7 @@ impl Fixture {
         what: &str,
         done: impl Fn(&Status) -> bool,
     ) -> HashMap<String, Status> {
-        let start = Instant::now();
-        loop {
+        eventually(&format!("{prefix}: all {what}"), within, || async {
             let all: HashMap<String, Status> = self
                 .statuses()
                 .await
@@ -115,17 +114,12 @@ impl Fixture {
                 .filter(|(name, _)| name.starts_with(&format!("{prefix}-")))
                 .collect();
             if !all.is_empty() && all.values().all(&done) {
-                return all;
+                return Ok(all);
             }
-            if start.elapsed() > within {
-                let left: Vec<_> = all.iter().filter(|(_, s)| !done(s)).take(3).collect();
-                panic!(
-                    "{prefix}: not all {what} within {within:?}, e.g. {left:?}; log:\n{}",
-                    sentinel.log_text()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            let left: Vec<_> = all.iter().filter(|(_, s)| !done(s)).take(3).collect();
+            Err(format!("e.g. {left:?}; log:\n{}", sentinel.log_text()))
+        })
+        .await
     }
 }
 
@@ -169,7 +163,8 @@ async fn silent_endpoints_never_delay_healthy_ones_and_recover() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     // Old behaviour for comparison: with 64 checks in flight at most, 131 BSLs waiting for
     // 2 connections each at silent endpoints kept the healthy ones waiting for over a minute.
     let started = Instant::now();
@@ -317,7 +312,8 @@ async fn slow_endpoint_delays_only_its_own_bsls() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     fx.wait_all(
         &sentinel,
         "healthy",
@@ -336,28 +332,27 @@ async fn slow_endpoint_delays_only_its_own_bsls() {
         "the slow endpoint's BSLs were all done already"
     );
     // 16 checks, 2 at a time, 2 s each: about 16 s.
-    let start = Instant::now();
-    loop {
-        let statuses = fx.statuses().await;
-        let slow_ones: Vec<&Status> = statuses
-            .iter()
-            .filter(|(n, _)| n.starts_with("slow-"))
-            .map(|(_, s)| s)
-            .collect();
-        assert!(
-            !slow_ones.iter().any(|s| unavailable(s)),
-            "a slow BSL timed out: {slow_ones:?}"
-        );
-        if slow_ones.iter().all(|s| available(s)) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "slow BSLs not all Available: {slow_ones:?}; log:\n{}",
-            sentinel.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        "slow BSLs all Available",
+        Duration::from_secs(60),
+        || async {
+            let statuses = fx.statuses().await;
+            let slow_ones: Vec<&Status> = statuses
+                .iter()
+                .filter(|(n, _)| n.starts_with("slow-"))
+                .map(|(_, s)| s)
+                .collect();
+            assert!(
+                !slow_ones.iter().any(|s| unavailable(s)),
+                "a slow BSL timed out: {slow_ones:?}"
+            );
+            if slow_ones.iter().all(|s| available(s)) {
+                return Ok(());
+            }
+            Err(format!("{slow_ones:?}; log:\n{}", sentinel.log_text()))
+        },
+    )
+    .await;
 }
 
 /// A storage endpoint that goes away and comes back again and again (its connections closed,
@@ -388,7 +383,8 @@ async fn storage_flaps_are_followed_and_the_socket_bound_holds() {
             "--max-connections-per-endpoint",
             "2",
         ],
-    );
+    )
+    .await;
     let within = Duration::from_secs(15);
     fx.wait_all(&sentinel, "flap", within, "Available", available)
         .await;

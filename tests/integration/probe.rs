@@ -2,10 +2,8 @@
 //! Azurite (azure), each on free 127.0.0.1 ports. No mocks: every outcome comes from a real
 //! listing, a real refused connection or a real silent socket.
 
-use std::collections::HashSet;
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bsl_sentinel::connections::{self, Lanes};
@@ -15,7 +13,7 @@ use k8s_openapi::ByteString;
 use object_store::client::{HttpClient, HttpRequestBody};
 
 use crate::support::control_plane::free_port;
-use crate::support::faults::{Faulty, Unconnectable};
+use crate::support::faults::{Faulty, Link, Unconnectable};
 use crate::support::forward_proxy::ForwardProxy;
 use crate::support::storage::{
     Azurite, FakeGcs, Location, Moto, SeaweedFs, credentials_ini, test_ca_pem,
@@ -417,6 +415,23 @@ async fn azure_tls_trusts_the_configured_ca() {
     assert_eq!(check(&probe, &location).await, Outcome::Available);
 }
 
+/// Seeding a container that exists reuses it (a retried create answers
+/// ContainerAlreadyExists), so the shared Azurite can be seeded again.
+#[tokio::test]
+async fn azure_seeding_twice_reuses_the_container() {
+    let azurite = Azurite::shared();
+    let container = Peer::Azure.bucket("seed-twice");
+    azurite.create_container(&container).await;
+    azurite
+        .seed(&container, &["backups/b1/velero-backup.json"])
+        .await;
+    let probe = Probe::new(4, TIMEOUT);
+    assert_eq!(
+        check(&probe, &azurite.location(&container, None)).await,
+        Outcome::Available
+    );
+}
+
 /// aws over https with a private CA: rejected without it; trusted from caCert; and, with
 /// insecureSkipTLSVerify, accepted without any CA.
 #[tokio::test]
@@ -579,68 +594,8 @@ async fn endpoint_outage_and_recovery() {
     assert_eq!(check(&probe, &location).await, Outcome::Available);
 }
 
-/// The socket inodes of this process.
-fn socket_inodes() -> HashSet<String> {
-    std::fs::read_dir("/proc/self/fd")
-        .map(|dir| {
-            dir.flatten()
-                .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .filter_map(|l| {
-                    let l = l.to_string_lossy().into_owned();
-                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Counts this process's established TCP connections to one 127.0.0.1 port, from the kernel's
-/// socket table.
-struct ConnectionCounter {
-    remote: String,
-    ours: HashSet<String>,
-}
-
-impl ConnectionCounter {
-    fn new(port: u16) -> ConnectionCounter {
-        ConnectionCounter {
-            remote: format!("0100007F:{port:04X}"),
-            ours: HashSet::new(),
-        }
-    }
-
-    /// The local ports of the connections open now.
-    fn sample(&mut self) -> Vec<u16> {
-        let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap_or_default();
-        let open: Vec<(u16, &str)> = table
-            .lines()
-            .skip(1)
-            .filter_map(|line| {
-                let f: Vec<&str> = line.split_whitespace().collect();
-                // local, remote, state (01 = ESTABLISHED), ..., inode at index 9.
-                let local_port = u16::from_str_radix(f.get(1)?.split(':').nth(1)?, 16).ok()?;
-                (f.get(2) == Some(&self.remote.as_str()) && f.get(3) == Some(&"01"))
-                    .then_some((local_port, *f.get(9)?))
-            })
-            .collect();
-        // Reading /proc/self/fd is the slow part: only when a socket is new.
-        if open.iter().any(|(_, inode)| !self.ours.contains(*inode)) {
-            self.ours = socket_inodes();
-        }
-        // A socket can be listed twice when the table changes while it is read.
-        let mut ports: Vec<u16> = open
-            .into_iter()
-            .filter(|(_, inode)| self.ours.contains(*inode))
-            .map(|(port, _)| port)
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
-        ports
-    }
-}
-
 /// "A thousand BSLs on one endpoint must not open a thousand connections": 200 distinct BSLs
-/// checked at once with per_endpoint = 4, measured on the real sockets of this process. The
+/// checked at once with per_endpoint = 4, counted by a TCP link in front of the server. The
 /// bound is per_endpoint, by construction (a socket lives only in one of the endpoint's lanes),
 /// so even one more would fail this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -664,36 +619,32 @@ async fn connections_per_endpoint_are_bounded() {
         .await
         .unwrap_or_else(|e| panic!("putting {key}: {e}"));
     }
-    // The seeding client's pooled connections close with it, shortly after.
-    drop(store);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut counter = ConnectionCounter::new(weed.s3_port);
-    while !counter.sample().is_empty() {
-        assert!(Instant::now() < deadline, "seeding left connections open");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Every connection of the checks, and only theirs (the seeding went direct), goes through
+    // the link, which counts each from accept to close: none is too short-lived to be seen.
+    let link = Link::start(&format!("127.0.0.1:{}", weed.s3_port));
+    let via = format!("http://127.0.0.1:{}", link.port);
 
     let probe = Arc::new(Probe::new(PER_ENDPOINT, TIMEOUT));
     let start = Instant::now();
     let checks = (0..CHECKS).map(|i| {
         let probe = probe.clone();
-        let location = weed.location(bucket, Some(&format!("bsl-{i}")));
+        let location = weed.location_via(&via, bucket, Some(&format!("bsl-{i}")));
         tokio::spawn(async move { check(&probe, &location).await })
     });
-    let (outcomes, seen) = sampling(weed.s3_port, futures::future::join_all(checks)).await;
+    let outcomes = futures::future::join_all(checks).await;
     let took = start.elapsed();
     for outcome in outcomes {
         let outcome = outcome.unwrap_or_else(|e| panic!("check task: {e}"));
         assert_eq!(outcome, Outcome::Available);
     }
-    eprintln!("{CHECKS} checks in {took:?}: {seen}");
-    seen.assert_bounded(PER_ENDPOINT);
+    eprintln!("{CHECKS} checks in {took:?}: {}", seen(&link));
+    assert_bounded(&link, PER_ENDPOINT);
     // Connections are reused across checks, not opened per check (a few may be replaced when
     // the server closes them).
     assert!(
-        seen.distinct <= 2 * PER_ENDPOINT,
+        link.accepted_connections() <= 2 * PER_ENDPOINT,
         "{} connections opened for {CHECKS} checks",
-        seen.distinct
+        link.accepted_connections()
     );
 }
 
@@ -710,7 +661,8 @@ async fn lanes_bound_sockets_on_their_own() {
         tls,
         Arc::default(),
     ));
-    let url = format!("{}/healthz", weed.endpoint);
+    let link = Link::start(&format!("127.0.0.1:{}", weed.s3_port));
+    let url = format!("http://127.0.0.1:{}/healthz", link.port);
     let requests = (0..REQUESTS).map(|_| {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move {
@@ -725,71 +677,34 @@ async fn lanes_bound_sockets_on_their_own() {
             Ok::<_, String>(status)
         })
     });
-    let (responses, seen) = sampling(weed.s3_port, futures::future::join_all(requests)).await;
+    let responses = futures::future::join_all(requests).await;
     for response in responses {
         let status = response
             .unwrap_or_else(|e| panic!("request task: {e}"))
             .unwrap_or_else(|e| panic!("request: {e}"));
         assert_eq!(status, 200);
     }
-    eprintln!("{REQUESTS} requests: {seen}");
-    seen.assert_bounded(LANES);
+    eprintln!("{REQUESTS} requests: {}", seen(&link));
+    assert_bounded(&link, LANES);
 }
 
-/// What a sampler saw of the connections to one port.
-struct Seen {
-    peak: usize,
-    distinct: usize,
-    samples: u64,
+fn seen(link: &Link) -> String {
+    format!(
+        "peak {} connections at once, {} in all",
+        link.peak_connections(),
+        link.accepted_connections()
+    )
 }
 
-impl std::fmt::Display for Seen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "peak {} established connections, {} distinct over {} samples",
-            self.peak, self.distinct, self.samples
-        )
-    }
-}
-
-impl Seen {
-    fn assert_bounded(&self, bound: usize) {
-        assert!(
-            self.peak <= bound,
-            "{} connections to one endpoint, bound {bound}",
-            self.peak
-        );
-        assert!(self.samples > 10, "the sampler barely ran ({self})");
-        assert!(self.peak >= 1, "the sampler saw no connection at all");
-    }
-}
-
-/// Runs `work` while a thread samples this process's connections to `port`.
-async fn sampling<T>(port: u16, work: impl std::future::Future<Output = T>) -> (T, Seen) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut counter = ConnectionCounter::new(port);
-            let (mut peak, mut seen, mut samples) = (0, HashSet::new(), 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                let now = counter.sample();
-                peak = peak.max(now.len());
-                seen.extend(now);
-                samples += 1;
-            }
-            Seen {
-                peak,
-                distinct: seen.len(),
-                samples,
-            }
-        })
-    };
-    let out = work.await;
-    stop.store(true, Ordering::Relaxed);
-    let seen = sampler
-        .join()
-        .unwrap_or_else(|_| panic!("sampler panicked"));
-    (out, seen)
+fn assert_bounded(link: &Link, bound: usize) {
+    let peak = link.peak_connections();
+    assert!(
+        peak <= bound,
+        "{peak} connections to one endpoint, bound {bound}"
+    );
+    assert!(
+        peak >= 1,
+        "no connection went through the link ({})",
+        seen(link)
+    );
 }

@@ -42,7 +42,7 @@ async fn serve_reaches_the_apiserver_through_https_proxy_unless_no_proxy_says_ot
         if !no_proxy.is_empty() {
             env.push(("NO_PROXY", no_proxy));
         }
-        let sentinel = Sentinel::start_with(plane, &kubeconfig, &ns, case, &[], &env);
+        let sentinel = Sentinel::start_with(plane, &kubeconfig, &ns, case, &[], &env).await;
         let kubectl = plane.kubectl();
         let phase = || {
             let args = [
@@ -57,19 +57,23 @@ async fn serve_reaches_the_apiserver_through_https_proxy_unless_no_proxy_says_ot
             kubectl.run(&args).stdout
         };
         if no_proxy.is_empty() {
-            sentinel.wait_for(
-                "the BSL checked via the proxy",
-                Duration::from_secs(30),
-                || phase() == "Available",
-            );
+            sentinel
+                .wait_for(
+                    "the BSL checked via the proxy",
+                    Duration::from_secs(30),
+                    || phase() == "Available",
+                )
+                .await;
         } else {
             // Direct, the name only the proxy knows does not resolve: the process keeps
             // running and says it cannot reach the Lease.
-            sentinel.wait_for("a direct attempt", Duration::from_secs(30), || {
-                sentinel
-                    .log_text()
-                    .contains("cannot read or renew the Lease")
-            });
+            sentinel
+                .wait_for("a direct attempt", Duration::from_secs(30), || {
+                    sentinel
+                        .log_text()
+                        .contains("cannot read or renew the Lease")
+                })
+                .await;
         }
         let tunnels: Vec<String> = proxy.seen()[before..]
             .iter()

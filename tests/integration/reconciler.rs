@@ -91,17 +91,25 @@ impl Ns {
     }
 
     /// Waits until the BSL's phase is `phase`; returns its status.
-    fn wait_phase(&self, sentinel: &Sentinel, name: &str, phase: &str, within: Duration) -> Value {
+    async fn wait_phase(
+        &self,
+        sentinel: &Sentinel,
+        name: &str,
+        phase: &str,
+        within: Duration,
+    ) -> Value {
         let mut status = Value::Null;
-        sentinel.wait_for(&format!("{name} to become {phase}"), within, || {
-            status = self.status(name);
-            status["phase"] == phase
-        });
+        sentinel
+            .wait_for(&format!("{name} to become {phase}"), within, || {
+                status = self.status(name);
+                status["phase"] == phase
+            })
+            .await;
         status
     }
 
-    fn start(&self, identity: &str) -> Sentinel {
-        Sentinel::start(self.plane, &self.name, identity, &[])
+    async fn start(&self, identity: &str) -> Sentinel {
+        Sentinel::start(self.plane, &self.name, identity, &[]).await
     }
 }
 
@@ -120,13 +128,15 @@ async fn valid_bsl_becomes_available_on_both_crds_with_an_event() {
             &s3.location("available", None),
             json!({"default": true}),
         );
-        let sentinel = ns.start("a");
-        let status = ns.wait_phase(&sentinel, "primary", "Available", SOON);
+        let sentinel = ns.start("a").await;
+        let status = ns.wait_phase(&sentinel, "primary", "Available", SOON).await;
         assert_eq!(message(&status), "", "{crd:?}");
         assert!(status["lastValidationTime"].is_string(), "{status}");
-        sentinel.wait_for("the Available event", SOON, || {
-            ns.event_reasons().iter().any(|r| r == "Available")
-        });
+        sentinel
+            .wait_for("the Available event", SOON, || {
+                ns.event_reasons().iter().any(|r| r == "Available")
+            })
+            .await;
         let metrics = sentinel.get("/metrics").1;
         let series = format!(
             r#"bsl_sentinel_bsl_phase{{namespace="{}",name="primary",phase="Available"}} 1"#,
@@ -165,8 +175,10 @@ async fn failures_are_unavailable_with_clear_messages_and_fixing_the_spec_heals(
         json!({"provider": "example.com/objectstore", "objectStorage": {"bucket": "b"}});
     ns.apply_spec("plugin", plugin.take());
 
-    let sentinel = ns.start("a");
-    let status = ns.wait_phase(&sentinel, "unreachable", "Unavailable", SOON);
+    let sentinel = ns.start("a").await;
+    let status = ns
+        .wait_phase(&sentinel, "unreachable", "Unavailable", SOON)
+        .await;
     let text = message(&status);
     assert!(
         text.starts_with("BackupStorageLocation \"unreachable\" is unavailable: cannot connect to"),
@@ -174,7 +186,9 @@ async fn failures_are_unavailable_with_clear_messages_and_fixing_the_spec_heals(
     );
     assert!(text.contains(&dead), "{text}");
 
-    let status = ns.wait_phase(&sentinel, "wrong-credentials", "Unavailable", SOON);
+    let status = ns
+        .wait_phase(&sentinel, "wrong-credentials", "Unavailable", SOON)
+        .await;
     let text = message(&status);
     assert!(text.contains("authentication failed"), "{text}");
     assert!(
@@ -182,16 +196,20 @@ async fn failures_are_unavailable_with_clear_messages_and_fixing_the_spec_heals(
         "a secret leaked: {text}"
     );
 
-    let status = ns.wait_phase(&sentinel, "foreign", "Unavailable", SOON);
+    let status = ns
+        .wait_phase(&sentinel, "foreign", "Unavailable", SOON)
+        .await;
     assert!(
         message(&status)
             .ends_with("Backup store contains invalid top-level directories: [foreign velero]"),
         "{status}"
     );
 
-    sentinel.wait_for("the plugin BSL's message", SOON, || {
-        message(&ns.status("plugin")).contains("cannot check provider")
-    });
+    sentinel
+        .wait_for("the plugin BSL's message", SOON, || {
+            message(&ns.status("plugin")).contains("cannot check provider")
+        })
+        .await;
     assert_eq!(
         ns.status("plugin")["phase"],
         Value::Null,
@@ -203,7 +221,7 @@ async fn failures_are_unavailable_with_clear_messages_and_fixing_the_spec_heals(
     fixed["credential"] = json!({"name": "foreign-credentials", "key": "cloud"});
     fixed["objectStorage"]["prefix"] = json!("velero");
     ns.apply_spec("foreign", fixed);
-    let status = ns.wait_phase(&sentinel, "foreign", "Available", SOON);
+    let status = ns.wait_phase(&sentinel, "foreign", "Available", SOON).await;
     assert_eq!(message(&status), "");
 }
 
@@ -217,24 +235,29 @@ async fn storage_outage_is_seen_at_the_next_check_and_recovery_too() {
         &s3.location("outage", None),
         json!({"validationFrequency": "2s"}),
     );
-    let sentinel = ns.start("a");
-    ns.wait_phase(&sentinel, "primary", "Available", SOON);
+    let sentinel = ns.start("a").await;
+    ns.wait_phase(&sentinel, "primary", "Available", SOON).await;
 
     s3.stop();
-    let status = ns.wait_phase(&sentinel, "primary", "Unavailable", Duration::from_secs(15));
+    let status = ns
+        .wait_phase(&sentinel, "primary", "Unavailable", Duration::from_secs(15))
+        .await;
     assert!(message(&status).contains("cannot connect to"), "{status}");
     // The dedicated server restarts with empty data (a fresh data folder starts in seconds,
     // a reused one takes 15 s to warm up): the bucket is made again.
     s3.start();
     s3.create_bucket("outage").await;
-    ns.wait_phase(&sentinel, "primary", "Available", Duration::from_secs(40));
+    ns.wait_phase(&sentinel, "primary", "Available", Duration::from_secs(40))
+        .await;
     // An Event for each phase change: Available, Unavailable, Available again.
     let count = |reasons: &[String], reason: &str| reasons.iter().filter(|r| *r == reason).count();
     let mut reasons = Vec::new();
-    sentinel.wait_for("the recovery's event", SOON, || {
-        reasons = ns.event_reasons();
-        count(&reasons, "Available") == 2
-    });
+    sentinel
+        .wait_for("the recovery's event", SOON, || {
+            reasons = ns.event_reasons();
+            count(&reasons, "Available") == 2
+        })
+        .await;
     assert_eq!(count(&reasons, "Unavailable"), 1, "{reasons:?}");
 }
 
@@ -243,14 +266,16 @@ async fn bsl_created_after_start_up_is_checked() {
     let s3 = SeaweedFs::shared();
     s3.create_bucket("late").await;
     let ns = Ns::new(Crd::Project, "late");
-    let sentinel = ns.start("a");
-    sentinel.wait_for("the no-BSL error", SOON, || {
-        sentinel
-            .log_text()
-            .contains("no BackupStorageLocation exists")
-    });
+    let sentinel = ns.start("a").await;
+    sentinel
+        .wait_for("the no-BSL error", SOON, || {
+            sentinel
+                .log_text()
+                .contains("no BackupStorageLocation exists")
+        })
+        .await;
     ns.bsl("late", &s3.location("late", None), json!({"default": true}));
-    ns.wait_phase(&sentinel, "late", "Available", SOON);
+    ns.wait_phase(&sentinel, "late", "Available", SOON).await;
 }
 
 /// How many reconciles ended with `result`, from /metrics.
@@ -279,8 +304,8 @@ async fn frequency_zero_checks_once_and_status_writes_never_trigger_checks() {
         &s3.location("frequency", None),
         json!({"validationFrequency": "0s"}),
     );
-    let sentinel = ns.start("a");
-    let first = ns.wait_phase(&sentinel, "once", "Available", SOON);
+    let sentinel = ns.start("a").await;
+    let first = ns.wait_phase(&sentinel, "once", "Available", SOON).await;
     let generation = ns.get("once")["metadata"]["generation"]
         .as_i64()
         .unwrap_or_default();
@@ -307,7 +332,7 @@ async fn frequency_zero_checks_once_and_status_writes_never_trigger_checks() {
         "{after}"
     );
     // Three server default periods (2s) pass without a check.
-    std::thread::sleep(Duration::from_secs(6));
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         ns.status("once")["lastValidationTime"],
         first["lastValidationTime"]
@@ -322,9 +347,11 @@ async fn frequency_zero_checks_once_and_status_writes_never_trigger_checks() {
     let mut spec = ns.get("once")["spec"].clone();
     spec["accessMode"] = json!("ReadOnly");
     ns.apply_spec("once", spec);
-    sentinel.wait_for("a check of the changed spec", SOON, || {
-        checks(&sentinel) > before
-    });
+    sentinel
+        .wait_for("a check of the changed spec", SOON, || {
+            checks(&sentinel) > before
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,28 +359,34 @@ async fn health_logs_tell_the_truth_and_the_process_keeps_running() {
     let s3 = SeaweedFs::shared();
     s3.create_bucket("health").await;
     let ns = Ns::new(Crd::Project, "health");
-    let sentinel = ns.start("a");
+    let sentinel = ns.start("a").await;
     let log_has = |needle: &str| sentinel.log_text().contains(needle);
-    sentinel.wait_for("the no-BSL error", SOON, || {
-        log_has("ERROR") && log_has("no BackupStorageLocation exists: at least one is required")
-    });
+    sentinel
+        .wait_for("the no-BSL error", SOON, || {
+            log_has("ERROR") && log_has("no BackupStorageLocation exists: at least one is required")
+        })
+        .await;
 
     let mut dead = s3.location("health", None);
     if let Some(config) = dead.spec.config.as_mut() {
         config.insert("s3Url".into(), format!("http://127.0.0.1:{}", free_port()));
     }
     ns.bsl("down", &dead, json!({"default": true}));
-    sentinel.wait_for("the all-unavailable error", SOON, || {
-        log_has("all 1 BackupStorageLocations are unavailable")
-    });
+    sentinel
+        .wait_for("the all-unavailable error", SOON, || {
+            log_has("all 1 BackupStorageLocations are unavailable")
+        })
+        .await;
     ns.bsl("up", &s3.location("health", None), json!({}));
     sentinel.wait_for("the mixed warning", SOON, || {
         log_has("WARN") && log_has("some BackupStorageLocations are unavailable (1 available, 1 unavailable, 0 not yet checked)")
-    });
+    }).await;
     ns.kubectl().ok(&["delete", "bsl", "down", "-n", &ns.name]);
-    sentinel.wait_for("the no-default warning", SOON, || {
-        log_has("no BackupStorageLocation is the default (1 available")
-    });
+    sentinel
+        .wait_for("the no-default warning", SOON, || {
+            log_has("no BackupStorageLocation is the default (1 available")
+        })
+        .await;
     assert_eq!(
         sentinel.get("/livez").0,
         200,
@@ -377,9 +410,9 @@ async fn gcp_and_azure_providers_work() {
     let ns = Ns::new(Crd::Project, "providers");
     ns.bsl("gcp", &gcs.location("gcs-bucket", None), json!({}));
     ns.bsl("azure", &azure.location("azure-container", None), json!({}));
-    let sentinel = ns.start("a");
-    ns.wait_phase(&sentinel, "gcp", "Available", SOON);
-    ns.wait_phase(&sentinel, "azure", "Available", SOON);
+    let sentinel = ns.start("a").await;
+    ns.wait_phase(&sentinel, "gcp", "Available", SOON).await;
+    ns.wait_phase(&sentinel, "azure", "Available", SOON).await;
 }
 
 fn lease_holder(ns: &Ns) -> String {
@@ -405,9 +438,12 @@ async fn one_leader_writes_status_and_another_takes_over_when_it_dies() {
         &s3.location("election", None),
         json!({"default": true}),
     );
-    let mut replicas = vec![ns.start("replica-a"), ns.start("replica-b")];
-    replicas[0].wait_for("a leader", SOON, || !lease_holder(&ns).is_empty());
-    ns.wait_phase(&replicas[0], "first", "Available", SOON);
+    let mut replicas = vec![ns.start("replica-a").await, ns.start("replica-b").await];
+    replicas[0]
+        .wait_for("a leader", SOON, || !lease_holder(&ns).is_empty())
+        .await;
+    ns.wait_phase(&replicas[0], "first", "Available", SOON)
+        .await;
 
     // Only the holder runs the reconciler: only its log says so, only it counts checks.
     let holder = lease_holder(&ns);
@@ -427,9 +463,11 @@ async fn one_leader_writes_status_and_another_takes_over_when_it_dies() {
     dead.kill();
     let survivor = &replicas[0];
     let killed = std::time::Instant::now();
-    survivor.wait_for("the take-over", Duration::from_secs(10), || {
-        lease_holder(&ns) == survivor.identity
-    });
+    survivor
+        .wait_for("the take-over", Duration::from_secs(10), || {
+            lease_holder(&ns) == survivor.identity
+        })
+        .await;
     assert!(
         killed.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -438,7 +476,7 @@ async fn one_leader_writes_status_and_another_takes_over_when_it_dies() {
 
     // Nothing is left unchecked: a BSL created now gets its phase from the new leader.
     ns.bsl("second", &s3.location("election", None), json!({}));
-    ns.wait_phase(survivor, "second", "Available", SOON);
+    ns.wait_phase(survivor, "second", "Available", SOON).await;
 }
 
 /// `bsl-sentinel ARGS` against the control plane: (exit code, stdout).
@@ -466,22 +504,24 @@ async fn status_and_get_follow_phase_changes_with_exit_codes() {
         &s3.location("state", Some("cluster-a")),
         json!({"default": true}),
     );
-    let sentinel = ns.start("a");
-    ns.wait_phase(&sentinel, "primary", "Available", SOON);
+    let sentinel = ns.start("a").await;
+    ns.wait_phase(&sentinel, "primary", "Available", SOON).await;
 
-    let status = |want: i32| {
+    let status = async |want: i32| {
         let mut last = (None, String::new());
-        sentinel.wait_for(
-            &format!("status exit code {want}"),
-            Duration::from_secs(15),
-            || {
-                last = cli(&ns, &["status", "-n", &ns.name]);
-                last.0 == Some(want)
-            },
-        );
+        sentinel
+            .wait_for(
+                &format!("status exit code {want}"),
+                Duration::from_secs(15),
+                || {
+                    last = cli(&ns, &["status", "-n", &ns.name]);
+                    last.0 == Some(want)
+                },
+            )
+            .await;
         last.1
     };
-    let text = status(0);
+    let text = status(0).await;
     assert!(text.starts_with("STATE: Ready\n"), "{text}");
     assert!(
         text.contains(&format!("leader {}", sentinel.identity)),
@@ -522,7 +562,7 @@ async fn status_and_get_follow_phase_changes_with_exit_codes() {
         config.insert("s3Url".into(), format!("http://127.0.0.1:{}", free_port()));
     }
     ns.bsl("broken", &dead, json!({}));
-    let text = status(1);
+    let text = status(1).await;
     assert!(text.starts_with("STATE: Degraded\n"), "{text}");
     let (_, table) = cli(&ns, &["get", "broken", "-n", &ns.name]);
     assert!(
@@ -536,7 +576,7 @@ async fn status_and_get_follow_phase_changes_with_exit_codes() {
     // Only the broken one left: NotReady, exit 2; the admin port says the same as JSON.
     ns.kubectl()
         .ok(&["delete", "bsl", "primary", "-n", &ns.name]);
-    let text = status(2);
+    let text = status(2).await;
     assert!(text.starts_with("STATE: NotReady\n"), "{text}");
     let (code, body) = sentinel.get("/status");
     let served: Value = serde_json::from_str(&body).unwrap_or_default();
@@ -556,12 +596,14 @@ async fn status_goes_through_the_subresource_where_the_crd_has_one() {
     s3.create_bucket("subresource").await;
     let ns = Ns::new(Crd::WithStatusSubresource, "subresource");
     ns.bsl("primary", &s3.location("subresource", None), json!({}));
-    let sentinel = ns.start("a");
+    let sentinel = ns.start("a").await;
     // Written to the main resource, the apiserver would drop it: the phase proves /status.
-    sentinel.wait_for("the detected subresource", SOON, || {
-        sentinel.log_text().contains("status_subresource=true")
-    });
-    ns.wait_phase(&sentinel, "primary", "Available", SOON);
+    sentinel
+        .wait_for("the detected subresource", SOON, || {
+            sentinel.log_text().contains("status_subresource=true")
+        })
+        .await;
+    ns.wait_phase(&sentinel, "primary", "Available", SOON).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,29 +619,33 @@ async fn a_spec_edited_during_a_check_never_gets_the_old_result() {
     let ns = Ns::new(Crd::Project, "edited");
     // Checks of the silent endpoint last 10 s and repeat every 2 s: one is in flight when the
     // spec changes.
-    let sentinel = Sentinel::start(ns.plane, &ns.name, "a", &["--check-timeout", "10s"]);
-    sentinel.wait_for("the reconciler", SOON, || {
-        sentinel
-            .log_text()
-            .contains("no BackupStorageLocation exists")
-    });
+    let sentinel = Sentinel::start(ns.plane, &ns.name, "a", &["--check-timeout", "10s"]).await;
+    sentinel
+        .wait_for("the reconciler", SOON, || {
+            sentinel
+                .log_text()
+                .contains("no BackupStorageLocation exists")
+        })
+        .await;
     let mut slow = s3.location("edited", None);
     if let Some(config) = slow.spec.config.as_mut() {
         config.insert("s3Url".into(), silent_url);
     }
     ns.bsl("edited", &slow, json!({}));
-    std::thread::sleep(Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(2)).await;
     ns.bsl("edited", &s3.location("edited", None), json!({}));
     // From here on the spec is the new one: a result of the old one must never be written.
     let at_edit = ns.status("edited")["lastValidationTime"].clone();
     let mut stale = Vec::new();
-    sentinel.wait_for("the edited spec's result", Duration::from_secs(40), || {
-        let status = ns.status("edited");
-        if message(&status).contains("timed out") && status["lastValidationTime"] != at_edit {
-            stale.push(status.clone());
-        }
-        status["phase"] == "Available"
-    });
+    sentinel
+        .wait_for("the edited spec's result", Duration::from_secs(40), || {
+            let status = ns.status("edited");
+            if message(&status).contains("timed out") && status["lastValidationTime"] != at_edit {
+                stale.push(status.clone());
+            }
+            status["phase"] == "Available"
+        })
+        .await;
     assert!(
         stale.is_empty(),
         "the old spec's result was written over the new spec: {stale:?}"

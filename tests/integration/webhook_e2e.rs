@@ -2,7 +2,7 @@
 //! 127.0.0.1 with a caBundle), with the configurations from webhook-config/.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use bsl_sentinel::admission::PENDING_MESSAGE;
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::https;
 use crate::support::webhook::SecretMount;
-use crate::support::{ControlPlane, Crd, Kubectl};
+use crate::support::{ControlPlane, Crd, Kubectl, eventually};
 
 struct Setup {
     plane: &'static ControlPlane,
@@ -55,7 +55,8 @@ impl Setup {
             &setup.ns,
             setup.addr,
             &setup.mount.ca.cert_pem(),
-        );
+        )
+        .await;
         setup
     }
 
@@ -65,24 +66,20 @@ impl Setup {
 
     async fn wait_ready(&self) {
         let tls = https::client_config(&self.mount.ca.cert_pem());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut conn) = https::connect(self.addr, tls.clone()).await
-                && conn.get("/readyz").await.0 == 200
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "webhook never became ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn eventually(&self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        eventually(
+            "the webhook to be ready",
+            Duration::from_secs(20),
+            || async {
+                let mut conn = https::connect(self.addr, tls.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match conn.get("/readyz").await.0 {
+                    200 => Ok(()),
+                    status => Err(format!("/readyz answers {status}")),
+                }
+            },
+        )
+        .await;
     }
 
     fn apply(&self, manifest: &Value) -> crate::support::Output {
@@ -217,12 +214,19 @@ async fn warnings_appear_in_kubectl_output() {
     second["spec"]["objectStorage"]["caCert"] =
         json!(base64::engine::general_purpose::STANDARD.encode(setup.mount.ca.cert_pem()));
     // The default BSL reaches the webhook's watch cache shortly after its create.
-    setup.eventually("the default-conflict warning", || {
-        setup
-            .apply_dry_run(&second)
-            .stderr
-            .contains("\"first\" is already the default")
-    });
+    eventually(
+        "the default-conflict warning",
+        Duration::from_secs(20),
+        || async {
+            let out = setup.apply_dry_run(&second);
+            if out.stderr.contains("\"first\" is already the default") {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
+        },
+    )
+    .await;
     let out = setup.apply(&second);
     assert!(out.success, "{}", out.stderr);
     for needle in [
@@ -267,19 +271,22 @@ async fn certificate_swap_mid_test_keeps_serving() {
         .unwrap_or_default();
     let next = setup.mount.issue();
     setup.mount.update(&next);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while https::connect(setup.addr, tls.clone())
-        .await
-        .map(|c| c.peer_cert)
-        .unwrap_or_default()
-        == old
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the rotated certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the rotated certificate to be served",
+        Duration::from_secs(10),
+        || async {
+            let served = https::connect(setup.addr, tls.clone())
+                .await
+                .map(|c| c.peer_cert)
+                .unwrap_or_default();
+            if served == old {
+                Err("the old one is served")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     let out = setup.apply(&malformed());
     assert!(!out.success);

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use bsl_sentinel::pki::Ca;
+use super::pki::Ca;
 
 use super::{Kubectl, run_script};
 
@@ -105,17 +105,31 @@ impl ControlPlane {
 
 /// A free 127.0.0.1 port below Linux's ephemeral range (32768 and up), so that a server
 /// restarted on the same port never finds it taken by some client's outgoing connection.
+/// Between the check and the peer's own bind the port stays free only if no one else picks
+/// it: never twice in this process (a counter), and never in another test process at once (a
+/// lock on the port's file, held until this process ends; the kernel drops it even on a
+/// crash, so nothing goes stale).
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     const LOW: u32 = 20_000;
     const SPAN: u32 = 12_000;
     // Spread by process, so test binaries running at once rarely probe the same ports.
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    static HELD: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
+    let locks = std::env::temp_dir().join("bsl-sentinel-ports");
+    std::fs::create_dir_all(&locks).unwrap_or_else(|e| panic!("{}: {e}", locks.display()));
     let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
     for _ in 0..SPAN {
         let port = LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
         let port = u16::try_from(port).unwrap_or_else(|_| unreachable!("below 32000"));
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(locks.join(port.to_string()));
+        let Ok(lock) = lock else { continue };
+        if lock.try_lock().is_ok() && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
             return port;
         }
     }
@@ -159,6 +173,7 @@ pub fn spawn(mut cmd: Command, log: &Path) -> Child {
         .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -214,7 +229,10 @@ fn with_shared<T>(f: impl FnOnce(&mut Shared) -> T) -> T {
     if guard.is_none() {
         *guard = Some(start_etcd());
         // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe { libc::atexit(teardown) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(teardown)
+        };
     }
     match guard.as_mut() {
         Some(shared) => f(shared),

@@ -283,6 +283,12 @@ impl Link {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).peak
     }
 
+    /// The connections it ever accepted (refused ones aside).
+    pub fn accepted_connections(&self) -> usize {
+        let next = self.open.lock().unwrap_or_else(|e| e.into_inner()).next;
+        usize::try_from(next).unwrap_or(usize::MAX)
+    }
+
     /// Back again: new connections go through.
     pub fn accept(&self) {
         self.refusing.store(false, Ordering::SeqCst);

@@ -10,8 +10,6 @@ use base64::Engine;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::control_plane::free_port;
-
 pub struct ForwardProxy {
     pub port: u16,
     seen: Arc<Mutex<Vec<String>>>,
@@ -19,10 +17,14 @@ pub struct ForwardProxy {
 
 impl ForwardProxy {
     pub async fn start(user: &str, password: &str) -> ForwardProxy {
-        let port = free_port();
-        let listener = TcpListener::bind(("127.0.0.1", port))
+        // In-process: it keeps the port it binds, so no other test can take it first.
+        let listener = TcpListener::bind(("127.0.0.1", 0))
             .await
-            .unwrap_or_else(|e| panic!("proxy listen on {port}: {e}"));
+            .unwrap_or_else(|e| panic!("proxy listen: {e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("proxy address: {e}"))
+            .port();
         let credentials = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))

@@ -4,14 +4,43 @@ pub mod control_plane;
 pub mod faults;
 pub mod forward_proxy;
 pub mod https;
+pub mod pki;
 pub mod sentinel;
 pub mod storage;
 pub mod webhook;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 pub use control_plane::{ControlPlane, Crd};
+
+/// Polls `check` every 100 ms until it gives a value; after `timeout`, fails the test with
+/// `what` and what `check` last said was missing (formatted only then). It sleeps on tokio's
+/// timer, so the servers the test runs in its runtime keep serving while it waits.
+pub async fn eventually<T, E, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Fut,
+) -> T
+where
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let missing = match check().await {
+            Ok(value) => return value,
+            Err(missing) => missing,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}: {missing}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

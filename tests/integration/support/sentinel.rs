@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::ControlPlane;
 use super::control_plane::{free_port, spawn};
+use super::{ControlPlane, eventually};
 
 pub struct Sentinel {
     child: Option<Child>,
@@ -34,18 +34,18 @@ pub fn binary() -> PathBuf {
 
 impl Sentinel {
     /// `serve --webhook=false` with short intervals; `extra` adds or overrides flags.
-    pub fn start(
+    pub async fn start(
         plane: &ControlPlane,
         namespace: &str,
         identity: &str,
         extra: &[&str],
     ) -> Sentinel {
-        Sentinel::start_with(plane, &plane.kubeconfig, namespace, identity, extra, &[])
+        Sentinel::start_with(plane, &plane.kubeconfig, namespace, identity, extra, &[]).await
     }
 
     /// The same with another kubeconfig (one that reaches the apiserver through a link or a
     /// proxy) and environment variables set.
-    pub fn start_with(
+    pub async fn start_with(
         plane: &ControlPlane,
         kubeconfig: &std::path::Path,
         namespace: &str,
@@ -92,9 +92,11 @@ impl Sentinel {
             admin,
             identity: identity.to_string(),
         };
-        sentinel.wait_for("the admin port", Duration::from_secs(20), || {
-            sentinel.get("/livez").0 == 200
-        });
+        sentinel
+            .wait_for("the admin port", Duration::from_secs(20), || {
+                sentinel.get("/livez").0 == 200
+            })
+            .await;
         sentinel
     }
 
@@ -122,17 +124,12 @@ impl Sentinel {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-        let start = Instant::now();
-        while !done() {
-            if start.elapsed() > timeout {
-                panic!(
-                    "{what}: not within {timeout:?}; bsl-sentinel log:\n{}",
-                    self.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+    pub async fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+        eventually(what, timeout, || {
+            let result = if done() { Ok(()) } else { Err(Log(&self.log)) };
+            std::future::ready(result)
+        })
+        .await
     }
 
     pub fn pid(&self) -> u32 {
@@ -156,14 +153,14 @@ impl Sentinel {
     }
 
     /// Waits up to `within` for the process to exit; its exit code.
-    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<i32> {
         let mut child = self.child.take()?;
         let start = Instant::now();
         while start.elapsed() < within {
             if let Ok(Some(status)) = child.try_wait() {
                 return status.code();
             }
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -182,5 +179,15 @@ impl Sentinel {
 impl Drop for Sentinel {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The bsl-sentinel log, read when a failed wait prints it.
+struct Log<'a>(&'a std::path::Path);
+
+impl std::fmt::Display for Log<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = std::fs::read_to_string(self.0).unwrap_or_default();
+        write!(f, "bsl-sentinel log:\n{text}")
     }
 }

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::pki::Ca;
 use bsl_sentinel::bsl::{BackupStorageLocationSpec, ObjectStorageLocation, SecretKeySelector};
-use bsl_sentinel::pki::Ca;
 use object_store::aws::{AmazonS3Builder, AwsAuthorizer, AwsCredential};
 use object_store::azure::{
     AzureAccessKey, AzureAuthorizer, AzureCredential, MicrosoftAzureBuilder,
@@ -30,7 +30,7 @@ use object_store::path::Path as StorePath;
 use object_store::{Certificate, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::control_plane::{free_port, spawn, wait_for};
-use super::run_script;
+use super::{eventually, run_script};
 
 /// Azurite's well-known development account and key (published by Microsoft).
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -197,6 +197,11 @@ impl SeaweedFs {
     }
 
     pub fn location(&self, bucket: &str, prefix: Option<&str>) -> Location {
+        self.location_via(&self.endpoint, bucket, prefix)
+    }
+
+    /// A location whose s3Url is `endpoint`, something in front of this server.
+    pub fn location_via(&self, endpoint: &str, bucket: &str, prefix: Option<&str>) -> Location {
         Location {
             spec: spec(
                 "aws",
@@ -204,7 +209,7 @@ impl SeaweedFs {
                 prefix,
                 &[
                     ("region", "us-east-1"),
-                    ("s3Url", &self.endpoint),
+                    ("s3Url", endpoint),
                     ("s3ForcePathStyle", "true"),
                 ],
             ),
@@ -494,9 +499,9 @@ impl Azurite {
                 AzureAuthorizer::new(&credential, AZURITE_ACCOUNT)
                     .try_authorize(&mut request)
                     .unwrap_or_else(|e| panic!("signing: {e}"));
-                // A retry after a create that did land answers 409: the bucket is there.
+                // A retry after a create that did land answers 409: the container is there.
                 match send(request).await {
-                    Err(e) if e.contains("BucketAlreadyOwnedByYou") => Ok(()),
+                    Err(e) if e.contains("ContainerAlreadyExists") => Ok(()),
                     other => other,
                 }
             },
@@ -669,19 +674,11 @@ async fn send(request: HttpRequest) -> Result<(), String> {
 }
 
 /// Retries a seeding step for up to 30 s: a fresh server may refuse its first writes.
-async fn retry<F, Fut>(what: &str, mut step: F)
+async fn retry<Fut>(what: &str, step: impl FnMut() -> Fut)
 where
-    F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match step().await {
-            Ok(()) => return,
-            Err(e) if std::time::Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
+    eventually(what, Duration::from_secs(30), step).await
 }
 
 /// The status of a plain HTTP/1.0 GET to 127.0.0.1, or None when nothing answers.
@@ -777,7 +774,10 @@ fn running() -> &'static Mutex<Vec<Slot>> {
     static RUNNING: OnceLock<Mutex<Vec<Slot>>> = OnceLock::new();
     RUNNING.get_or_init(|| {
         // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe { libc::atexit(teardown) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(teardown)
+        };
         Mutex::new(Vec::new())
     })
 }

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use bsl_sentinel::pki::{Ca, Pem};
+use super::pki::{Ca, Pem};
 use serde_json::{Value, json};
 
 /// A folder laid out as the kubelet mounts a Secret: `tls.crt -> ..data/tls.crt`,
@@ -104,7 +104,7 @@ pub fn review(
 
 /// Registers webhook-config/ as shipped, pointed at a webhook on `addr` (a url clientConfig
 /// with the CA as caBundle: no Service can be routed here) and limited to `namespace`.
-pub fn register(
+pub async fn register(
     kubectl: &super::Kubectl,
     namespace: &str,
     addr: std::net::SocketAddr,
@@ -135,19 +135,20 @@ pub fn register(
     // The apiserver picks up webhook configurations asynchronously.
     let probe = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": "probe"},
                        "spec": {"provider": "", "objectStorage": {"bucket": "b"}}});
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let out = kubectl.run_with_stdin(
-            &["apply", "--dry-run=server", "-n", namespace, "-f", "-"],
-            &probe.to_string(),
-        );
-        if !out.success && out.stderr.contains("spec.provider: Required value") {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the apiserver never called the webhook"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    super::eventually(
+        "the apiserver to call the webhook",
+        std::time::Duration::from_secs(20),
+        || async {
+            let out = kubectl.run_with_stdin(
+                &["apply", "--dry-run=server", "-n", namespace, "-f", "-"],
+                &probe.to_string(),
+            );
+            if !out.success && out.stderr.contains("spec.provider: Required value") {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
+        },
+    )
+    .await
 }

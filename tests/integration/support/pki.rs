@@ -1,5 +1,5 @@
-//! A small certificate authority: serving certificates for the webhook and, in tests, the
-//! certificates of a local control plane. Everything is PEM, ECDSA P-256.
+//! A small certificate authority for the tests: the webhook's serving certificates, the storage
+//! peers' and the local control plane's. Everything is PEM, ECDSA P-256.
 
 use std::net::IpAddr;
 
