@@ -15,6 +15,7 @@ pub mod lint;
 pub mod listing;
 pub mod metrics;
 pub mod pki;
+pub mod provider;
 pub mod proxy;
 pub mod readiness;
 pub mod reconciler;

@@ -393,7 +393,7 @@ fn checkable(spec: &Value) -> (String, Result<BackupStorageLocationSpec, String>
             );
         }
     };
-    let provider = rules::known_provider(&spec.provider)
+    let provider = crate::provider::known_provider(&spec.provider)
         .map(|p| p.plugin_name().trim_start_matches("velero.io/").to_string())
         .unwrap_or_else(|| "plugin".into());
     let report = rules::validate(&spec);
