@@ -263,6 +263,136 @@ impl StoreConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::testing::{paths, spec, with_config};
+    use crate::rules::validate;
+
+    /// Endpoint URLs that have fooled one parser or another, and whether they can work.
+    const TRICKY_URLS: [(&str, bool); 27] = [
+        ("https://s3.example.com", true),
+        ("http://minio:9000/", true),
+        ("HTTPS://S3.Example.com", true),
+        ("https://s3.example.com/some/path/", true),
+        ("https://s3.example.com/a b", true),
+        ("https://u:p@s3.example.com", true),
+        ("HTTPS://u:p@[::1]:9000/x?y", true),
+        ("http://[::1]:9000", true),
+        ("http://10.0.0.1:65535", true),
+        ("s3.example.com", false),
+        ("minio:9000", false),
+        ("ftp://s3.example.com", false),
+        ("s3://bucket", false),
+        ("http:/s3.example.com", false),
+        ("https://", false),
+        ("https://:9000", false),
+        ("https:///s3.example.com", false),
+        ("https://u:p@", false),
+        ("https://s3 example.com", false),
+        (" https://s3.example.com", false),
+        ("https://s3.example.com ", false),
+        ("http://s3.example.com\n", false),
+        ("http://s3.example.com\\x", false),
+        ("http://[::1", false),
+        ("http://h:0", false),
+        ("http://h:99999", false),
+        ("http://h:x", false),
+    ];
+
+    /// For every URL key the probe connects to: the rules admit exactly the URLs the probe's
+    /// endpoint code can use, and reject exactly those it cannot.
+    #[test]
+    fn rules_and_probe_agree_on_endpoint_urls() {
+        let keys = [
+            (Provider::Aws, "s3Url"),
+            (Provider::Gcp, "storeEndpoint"),
+            (Provider::Azure, "storageAccountURI"),
+            (Provider::Azure, "storageAccountBlobEndpoint"),
+        ];
+        for (provider, key) in keys {
+            for (url, works) in TRICKY_URLS {
+                let mut kv = vec![(key, url)];
+                match provider {
+                    Provider::Aws => kv.extend([("region", "r"), ("s3ForcePathStyle", "true")]),
+                    Provider::Azure => kv.push(("storageAccount", "sa")),
+                    Provider::Gcp => {}
+                }
+                let s = with_config(spec(provider.plugin_name(), "bucket"), &kv);
+                let admitted = validate(&s).errors.is_empty();
+                let config = s.config.clone().unwrap_or_default();
+                let target = provider.endpoint(&config, "bucket");
+                let stored = provider.store(&config, "bucket", None);
+                assert_eq!(admitted, works, "{key}={url:?}: {:?}", paths(&validate(&s)));
+                assert_eq!(target.url.is_ok(), works, "{key}={url:?}: {:?}", target.url);
+                assert_eq!(stored.is_ok(), works, "{key}={url:?}: {stored:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn endpoint_key_is_the_origin() {
+        for (url, origin) in [
+            ("HTTPS://u:p@[::1]:9000/x?y", "https://[::1]:9000"),
+            ("http://minio:80/path/", "http://minio"),
+            ("https://S3.Example.com:443", "https://s3.example.com"),
+        ] {
+            assert_eq!(parse_endpoint_url("s3Url", url).0, origin, "{url}");
+        }
+        let (key, url) = parse_endpoint_url("s3Url", "http://h:99999");
+        assert_eq!(key, "http://h:99999");
+        assert_eq!(
+            url,
+            Err(r#"config.s3Url must be an http:// or https:// URL, not "http://h:99999""#.into())
+        );
+    }
+
+    #[test]
+    fn url_judgement_says_why() {
+        let why = |url| http_url(url).err();
+        assert_eq!(
+            why("ftp://h"),
+            Some(
+                "must be a URL starting with http:// or https://, e.g. https://storage.example.com"
+            )
+        );
+        assert_eq!(
+            why("http://h\n"),
+            Some("must not contain control characters")
+        );
+        assert_eq!(
+            why("https:///h"),
+            Some("must name a host after the scheme, e.g. https://storage.example.com")
+        );
+        assert_eq!(why("http://h/ "), Some("must not end with whitespace"));
+        assert_eq!(
+            why("http://h:0"),
+            Some("has a port that is not a number from 1 to 65535")
+        );
+        assert_eq!(
+            why("http://[::1"),
+            Some("has a host that is not a valid name or IP address")
+        );
+    }
+
+    #[test]
+    fn go_bools() {
+        for (s, b) in [("1", true), ("True", true), ("F", false), ("FALSE", false)] {
+            assert_eq!(parse_go_bool(s), Some(b), "{s}");
+        }
+        for s in ["", "yes", "tRUE", " true", "2"] {
+            assert_eq!(parse_go_bool(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn values_are_read_as_written() {
+        let config: Config = [("a", ""), ("b", " "), ("c", " x ")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(value(&config, "a"), None);
+        assert_eq!(value(&config, "b"), Some(" "));
+        assert_eq!(value(&config, "c"), Some(" x "));
+        assert_eq!(value(&config, "missing"), None);
+    }
 
     #[test]
     fn known_providers() {
