@@ -1,10 +1,14 @@
 //! The inline caCert: a PEM bundle Velero hands to the plugin, which trusts every certificate
 //! block Go can parse and skips the rest.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
 use super::report::Report;
 
 pub(crate) const PEM_BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-pub(crate) const PEM_END: &str = "-----END CERTIFICATE-----";
 
 pub(crate) fn check_ca_cert(pem: &[u8], r: &mut Report) {
     const PATH: &str = "spec.objectStorage.caCert";
@@ -18,7 +22,7 @@ pub(crate) fn check_ca_cert(pem: &[u8], r: &mut Report) {
         "inline caCert is deprecated; prefer caCertRef to a Secret holding the CA bundle",
     );
     let text = String::from_utf8_lossy(pem);
-    let (good, bad) = scan_pem(&text);
+    let (good, bad) = scan_pem(pem);
     if good == 0 {
         let twice = base64_decode(&text).is_some_and(|d| {
             d.windows(PEM_BEGIN.len())
@@ -39,25 +43,14 @@ pub(crate) fn check_ca_cert(pem: &[u8], r: &mut Report) {
     }
 }
 
-/// Counts well-formed and malformed CERTIFICATE blocks. Structural only: base64 that decodes to
-/// one complete DER SEQUENCE, which is what every X.509 certificate is.
-fn scan_pem(text: &str) -> (usize, usize) {
-    let (mut good, mut bad) = (0, 0);
-    let mut rest = text;
-    while let Some(start) = rest.find(PEM_BEGIN) {
-        let body = &rest[start + PEM_BEGIN.len()..];
-        let Some(end) = body.find(PEM_END) else {
-            bad += 1;
-            break;
-        };
-        if base64_decode(&body[..end]).is_some_and(|der| is_der_sequence(&der)) {
-            good += 1;
-        } else {
-            bad += 1;
-        }
-        rest = &body[end + PEM_END.len()..];
-    }
-    (good, bad)
+/// Counts well-formed and malformed CERTIFICATE blocks, read as Go's pem.Decode reads them
+/// (blocks of other types are skipped). Structural only: base64 that decodes to one complete
+/// DER SEQUENCE, which is what every X.509 certificate is.
+fn scan_pem(pem: &[u8]) -> (usize, usize) {
+    CertificateDer::pem_slice_iter(pem).fold((0, 0), |(good, bad), block| match block {
+        Ok(der) if is_der_sequence(&der) => (good + 1, bad),
+        _ => (good, bad + 1),
+    })
 }
 
 fn is_der_sequence(der: &[u8]) -> bool {
@@ -78,35 +71,10 @@ fn is_der_sequence(der: &[u8]) -> bool {
     len == content.len()
 }
 
-/// Standard base64 with padding, whitespace ignored, as in a PEM body.
+/// Standard base64 with padding, whitespace ignored, as `base64` wraps its output.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let chars: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if chars.is_empty() || !chars.len().is_multiple_of(4) {
-        return None;
-    }
-    let data = chars
-        .strip_suffix(b"==")
-        .or_else(|| chars.strip_suffix(b"="))
-        .unwrap_or(&chars);
-    let mut out = Vec::with_capacity(data.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &c in data {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6 | u32::from(v)) & 0xffff;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    STANDARD.decode(chars).ok().filter(|d| !d.is_empty())
 }
 
 #[cfg(test)]
@@ -173,6 +141,24 @@ mod tests {
             r.warnings,
             ["spec.objectStorage.caCert: is empty and has no effect; remove it"]
         );
+    }
+
+    #[test]
+    fn blocks_are_read_as_go_reads_them() {
+        let pem = cert_pem();
+        let key = "-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----\n";
+        let broken = format!("{PEM_BEGIN}\nMIIB!!!\n{PEM_END}\n");
+        let not_der = format!("{PEM_BEGIN}\nTWFu\n{PEM_END}\n");
+        assert_eq!(scan_pem(format!("{key}{pem}{pem}").as_bytes()), (2, 0));
+        assert_eq!(
+            scan_pem(format!("{pem}{broken}{not_der}").as_bytes()),
+            (1, 2)
+        );
+        assert_eq!(
+            scan_pem(format!("{pem}{PEM_BEGIN}\nMIIB").as_bytes()),
+            (1, 1)
+        );
+        assert_eq!(scan_pem(b"no blocks at all"), (0, 0));
     }
 
     #[test]

@@ -219,7 +219,7 @@ pub fn validate_document(doc: &Value) -> Report {
 mod tests {
     use serde_json::json;
 
-    use super::ca_cert::{PEM_BEGIN, PEM_END};
+    use super::ca_cert::PEM_BEGIN;
     use super::testing::*;
     use super::*;
 

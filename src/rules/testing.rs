@@ -3,6 +3,8 @@
 use super::{Report, validate};
 use crate::bsl::{BackupStorageLocationSpec, ObjectStorageLocation, SecretKeySelector};
 
+pub(crate) const PEM_END: &str = "-----END CERTIFICATE-----";
+
 pub(crate) fn spec(provider: &str, bucket: &str) -> BackupStorageLocationSpec {
     BackupStorageLocationSpec {
         provider: provider.into(),
