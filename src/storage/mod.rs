@@ -16,9 +16,11 @@ mod failure;
 mod plan;
 
 use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lru::LruCache;
 use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, HttpService};
 use object_store::path::Path;
 use object_store::{ClientOptions, ObjectStore};
@@ -51,7 +53,7 @@ pub enum Outcome {
 }
 
 /// Built stores kept for reuse; beyond this the least recently used is dropped.
-const MAX_STORES: usize = 1024;
+const MAX_STORES: NonZeroUsize = NonZeroUsize::new(1024).unwrap();
 /// Endpoints, and TLS settings, kept; beyond this the unused ones are dropped.
 const MAX_ENDPOINTS: usize = 256;
 
@@ -69,7 +71,6 @@ pub struct Probe {
     forced: Mutex<HashSet<String>>,
 }
 
-#[derive(Default)]
 struct State {
     endpoints: HashMap<String, Arc<Endpoint>>,
     /// Which endpoint each BSL's checks went to last (by "namespace/name").
@@ -77,18 +78,27 @@ struct State {
     /// Per TLS settings, the one configuration all stores share, so that a connection made for
     /// one location is reused for another with the same settings.
     tls: HashMap<Tls, Arc<rustls::ClientConfig>>,
-    stores: HashMap<StoreKey, CachedStore>,
+    stores: LruCache<StoreKey, CachedStore>,
     /// Buckets' regions, as looked up.
     regions: HashMap<String, String>,
-    /// A logical clock for least-recently-used eviction of `stores`.
-    tick: u64,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            endpoints: HashMap::new(),
+            homes: HashMap::new(),
+            tls: HashMap::new(),
+            stores: LruCache::new(MAX_STORES),
+            regions: HashMap::new(),
+        }
+    }
 }
 
 struct CachedStore {
     store: Arc<dyn ObjectStore>,
     /// Keeps the endpoint counted as in use while a cached store sends through its lanes.
     _endpoint: Arc<Endpoint>,
-    used: u64,
 }
 
 /// Everything a built store depends on, so that a cached store is reused only where it is the
@@ -359,7 +369,7 @@ impl Probe {
             (None, _) => return Ok(aws::DEFAULT_REGION.into()),
         };
         let mut state = self.state();
-        if state.regions.len() >= MAX_STORES {
+        if state.regions.len() >= MAX_STORES.get() {
             state.regions.clear();
         }
         state.regions.insert(bucket.to_string(), region.clone());
@@ -471,10 +481,7 @@ impl Probe {
         };
         let tls = {
             let mut state = self.state();
-            state.tick += 1;
-            let tick = state.tick;
-            if let Some(cached) = state.stores.get_mut(&key) {
-                cached.used = tick;
+            if let Some(cached) = state.stores.get(&key) {
                 return Ok(cached.store.clone());
             }
             tls_config(&mut state, &plan.tls).map_err(|m| (FailureReason::Config, m))?
@@ -485,23 +492,12 @@ impl Probe {
             .store
             .build(&plan.bucket, Connector(client), self.timeout)
             .map_err(|e| (FailureReason::Config, error_chain(&e)))?;
-        let mut state = self.state();
-        if state.stores.len() >= MAX_STORES
-            && let Some(oldest) = state
-                .stores
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(k, _)| k.clone())
-        {
-            state.stores.remove(&oldest);
-        }
-        let used = state.tick;
-        state.stores.insert(
+        // Beyond MAX_STORES, putting drops the least recently used store.
+        self.state().stores.put(
             key,
             CachedStore {
                 store: store.clone(),
                 _endpoint: endpoint.clone(),
-                used,
             },
         );
         Ok(store)
