@@ -31,8 +31,8 @@ pub(crate) const CONFIG_KEYS: [&str; 13] = [
     "checksumAlgorithm",
 ];
 
-/// The region of an aws BSL that names none and whose bucket's region is not known, as in
-/// Velero's plugin.
+/// The region of an aws BSL that names none beside its s3Url, or whose bucket's region the
+/// lookup does not tell, as in Velero's plugin.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// AWS's global S3 endpoint, where a bucket's region is looked up.
@@ -99,6 +99,16 @@ pub(crate) fn config_bool(config: &Config, key: &str) -> Result<bool, Refusal> {
 /// names neither region nor s3Url.
 pub(crate) fn region_unknown(config: Option<&Config>) -> bool {
     config.is_none_or(|c| value(c, "region").is_none() && value(c, "s3Url").is_none())
+}
+
+/// The config of a BSL whose region was looked up: that region, and where another S3 service
+/// stands in for AWS, that service, path style.
+pub(crate) fn set_region(config: &mut Config, region: String, service: Option<&str>) {
+    config.insert("region".into(), region);
+    if let Some(url) = service {
+        config.insert("s3Url".into(), url.to_string());
+        config.insert("s3ForcePathStyle".into(), "true".into());
+    }
 }
 
 /// The URL of the unsigned HEAD that finds a bucket's region: at `service` (path style) when

@@ -314,11 +314,7 @@ impl Probe {
         };
         let mut spec = spec.clone();
         let config = spec.config.get_or_insert_default();
-        config.insert("region".into(), region);
-        if let Some(url) = &self.aws_service {
-            config.insert("s3Url".into(), url.clone());
-            config.insert("s3ForcePathStyle".into(), "true".into());
-        }
+        aws::set_region(config, region, self.aws_service.as_deref());
         let outcome = self.check_in_region(&spec, credential, ca_from_ref).await;
         if outcome != Outcome::Available {
             // A bucket made again elsewhere has another region: look it up afresh next time.
