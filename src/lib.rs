@@ -16,6 +16,7 @@ pub mod leader;
 pub mod lint;
 pub mod listing;
 pub mod metrics;
+pub mod provider;
 pub mod proxy;
 pub mod readiness;
 pub mod reconciler;

@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::bsl::Phase;
-use crate::rules::Provider;
+use crate::provider::Provider;
 use crate::storage::FailureReason;
 
 /// What prometheus-client's text encoder writes (it ends with `# EOF`).

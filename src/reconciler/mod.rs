@@ -333,7 +333,7 @@ fn checkable(
             );
         }
     };
-    let provider = rules::known_provider(&spec.provider)
+    let provider = crate::provider::known_provider(&spec.provider)
         .map_or(CheckedProvider::Plugin, CheckedProvider::Known);
     let report = rules::validate(&spec);
     if !report.errors.is_empty() {

@@ -23,11 +23,14 @@ pub fn client_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()).flatten() {
         roots.add(cert).unwrap_or_else(|e| panic!("CA: {e}"));
     }
-    let config = rustls::ClientConfig::builder_with_provider(bsl_sentinel::tls::provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(bsl_sentinel::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|e| panic!("tls: {e}"))
         .with_root_certificates(roots)
         .with_no_client_auth();
+    // A resumed TLS 1.3 session reports the certificate of the session it resumes, not the one
+    // the server holds now; every handshake is a full one so that a rotation is seen.
+    config.resumption = rustls::client::Resumption::disabled();
     Arc::new(config)
 }
 
