@@ -8,10 +8,12 @@
 //! HTTP clients, a semaphore per endpoint, a cache of built stores and the one listing.
 //!
 //! Connections: a check holds one of its endpoint's `per_endpoint` permits while it runs, and
-//! its requests go through that endpoint's `per_endpoint` lanes ([`crate::connections`]), so a
+//! its requests go through that endpoint's `per_endpoint` lanes ([`connections`]), so a
 //! thousand BSLs on one endpoint have at most `per_endpoint` sockets open to it, reused from
 //! check to check.
 
+pub mod connections;
+pub mod endpoints;
 mod failure;
 mod plan;
 
@@ -28,11 +30,11 @@ use object_store::{ClientOptions, ObjectStore};
 pub use failure::{FailureReason, MAX_MESSAGE, sanitize};
 
 use crate::bsl::BackupStorageLocationSpec;
-use crate::connections::{self, Progress};
 use crate::duration::GoDuration;
-use crate::endpoints::{Contact, Endpoint, Place, Turn, Wakeups};
 use crate::provider::{Refusal, StoreConfig, aws, known_provider, parse_endpoint_url};
 use crate::proxy::Proxies;
+use connections::Progress;
+use endpoints::{Contact, Endpoint, Place, Turn, Wakeups};
 use failure::{classify, describe_failure, error_chain, root_cause};
 use plan::{Plan, Tls, check_layout, location, plan, region_unknown};
 

@@ -6,8 +6,8 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bsl_sentinel::connections::{self, Lanes};
 use bsl_sentinel::proxy::Proxies;
+use bsl_sentinel::storage::connections::{self, Lanes};
 use bsl_sentinel::storage::{FailureReason, Outcome, Probe};
 use k8s_openapi::ByteString;
 use object_store::client::{HttpClient, HttpRequestBody};

@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::connections::Lanes;
+use super::connections::Lanes;
 
 /// How often a down endpoint is probed when the check that found it has no period (a BSL
 /// checked only once).
