@@ -2,14 +2,11 @@
 //! is kept. metadata.managedFields, annotations and the rest are skipped while parsing, and no
 //! `#[serde(flatten)]` buffering is involved; this halves the cost of a review.
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::TypeMeta;
 use kube::core::admission::AdmissionRequest;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Value, json};
-
-use crate::bsl::{GROUP, PLURAL, VERSION};
 
 /// A BSL as admission sees it. `document` is what the rule engine reads: apiVersion, kind,
 /// metadata.name/generateName, spec and status as sent.
@@ -78,29 +75,7 @@ impl Serialize for AdmittedBsl {
     }
 }
 
-impl kube::Resource for AdmittedBsl {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "BackupStorageLocation".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        PLURAL.into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::bsl::lean_bsl_resource!(AdmittedBsl);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
