@@ -423,3 +423,19 @@ async fn certificate_rotations_under_load_fail_no_request() {
     eprintln!("{ROTATIONS} certificate rotations under load: {total} reviews, 0 failed");
     assert!(total > 100, "only {total} reviews under load");
 }
+
+/// The test CA and server certificates every TLS test relies on are PEM, as the webhook reads them.
+#[test]
+fn test_pki_issues_a_pem_ca_and_server_chain() -> Result<(), rcgen::Error> {
+    let ca = crate::support::pki::Ca::new("test CA")?;
+    let server = ca.issue_server(
+        &["localhost"],
+        &["127.0.0.1"
+            .parse()
+            .map_err(|_| rcgen::Error::CouldNotParseCertificate)?],
+    )?;
+    assert!(ca.cert_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(server.cert.starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(server.key.starts_with("-----BEGIN PRIVATE KEY-----"));
+    Ok(())
+}

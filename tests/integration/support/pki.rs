@@ -81,23 +81,3 @@ impl Ca {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn issues_pem_chain() -> Result<(), rcgen::Error> {
-        let ca = Ca::new("test CA")?;
-        let server = ca.issue_server(
-            &["localhost"],
-            &["127.0.0.1"
-                .parse()
-                .map_err(|_| rcgen::Error::CouldNotParseCertificate)?],
-        )?;
-        assert!(ca.cert_pem().starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(server.cert.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(server.key.starts_with("-----BEGIN PRIVATE KEY-----"));
-        Ok(())
-    }
-}
