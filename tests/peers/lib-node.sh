@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the node scripts: OCI images made offline with Debian's umoci.
 # shellcheck source=tests/peers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
