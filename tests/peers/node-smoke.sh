@@ -8,7 +8,9 @@
 # kube-scheduler, containerd and kubelet. It waits for the node to be Ready, imports the images,
 # runs bsl-sentinel pods and reads their logs, then tears it all down (processes, mounts,
 # cgroups, sysctls the kubelet set, the network namespace). Logs stay in the folder it prints.
-# SMOKE_KEEP=1 keeps the whole temporary folder.
+# SMOKE_KEEP=1 keeps the whole temporary folder. SMOKE_INSTALL=1 then also applies deploy/ (with
+# certs/make-certs.sh) and checks the webhook through its Service. SMOKE_RUNC_DEBUG=1 keeps
+# runc's log of every failed create.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/peers/lib-node.sh
@@ -336,6 +338,7 @@ spec:
     bucket: backups
   config:
     region: us-east-1
+    s3Url: http://10.99.0.1:9
 EOF
   kc apply -f - >&2 <<EOF
 apiVersion: v1
@@ -405,15 +408,99 @@ EOF
   local ip
   ip=$(kc -n velero get pod bsl-serve -o jsonpath='{.status.podIP}')
   echo "pod bsl-serve: Running at $ip" >&2
-  sleep 10
+  wait_for 30 kubelet curl -fsS --max-time 2 "http://$ip:8080/livez" || true
   echo "bsl-serve /livez: $(curl -sS --max-time 5 "http://$ip:8080/livez" 2>&1)" >&2
   echo "bsl-serve /readyz: $(curl -sS --max-time 5 "http://$ip:8080/readyz" 2>&1)" >&2
+  curl -fsS --max-time 5 -o /dev/null "http://$ip:8080/livez" || rc=1
   echo "bsl-serve logs:" >&2
   kc -n velero logs bsl-serve --tail=20 >&2 || rc=1
   kc -n velero get pods -o wide >&2
-  kc -n velero get bsl -o wide >&2 || true
   [ "$(kc -n velero get pod bsl-serve -o jsonpath='{.status.phase}')" = Running ] || rc=1
+  kc -n velero delete pod bsl-serve --wait=true >&2
   [ "$rc" = 0 ] && echo "SMOKE: node Ready, pods ran, logs read" >&2
+  [ "$rc" = 0 ] || return "$rc"
+  [ "${SMOKE_INSTALL:-0}" = 1 ] || return 0
+  install_phase
+}
+
+# The install as deploy/ writes it, with certs/make-certs.sh instead of cert-manager: two
+# replicas as the bsl-sentinel ServiceAccount, the webhook called by the apiserver through its
+# Service (resolved to the pods' endpoints by --enable-aggregator-routing: no kube-proxy here).
+install_phase() {
+  local rc=0 t0
+  t0=$(date +%s)
+  echo "--- install: deploy/ with certs/make-certs.sh" >&2
+  printf '#!/bin/sh\nexec "%s" --kubeconfig "%s" "$@"\n' "$KUBE_BIN/kubectl" "$T/pki/admin.kubeconfig" \
+    > "$T/kubectl"
+  chmod +x "$T/kubectl"
+  KUBECTL="$T/kubectl" bash "$REPO/certs/make-certs.sh" velero "$T/webhook-certs" \
+    > "$T/webhook-configurations.yaml"
+  kc apply -f "$T/webhook-configurations.yaml" >&2
+  kc -n velero apply -f "$REPO/deploy/service.yaml" -f "$REPO/deploy/pdb.yaml" >&2
+  # The one change to deploy/deployment.yaml: the apiserver's address. Without kube-proxy the
+  # Service address in KUBERNETES_SERVICE_HOST leads nowhere.
+  kc -n velero create --dry-run=client -o json -f "$REPO/deploy/deployment.yaml" \
+    | jq --arg host "$NODE_IP" '.spec.template.spec.containers[0].env +=
+        [{"name": "KUBERNETES_SERVICE_HOST", "value": $host},
+         {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]' \
+    | kc -n velero apply -f - >&2
+  if ! kc -n velero rollout status deployment/bsl-sentinel --timeout=180s >&2; then
+    kc -n velero get pods -o wide >&2
+    kc -n velero describe pods -l app.kubernetes.io/component=server | tail -40 >&2
+    fail "install: the Deployment did not become available" kubelet
+  fi
+  kc -n velero get pods -o wide >&2
+  kc -n velero get endpointslices -l kubernetes.io/service-name=bsl-sentinel-webhook >&2
+  echo "install: Deployment available in $(( $(date +%s) - t0 ))s" >&2
+  # What the node made of the pods' securityContext, read from the processes themselves.
+  local task pid
+  for task in $("$NODE_BIN/ctr" --address "$T/containerd/containerd.sock" -n k8s.io tasks ls \
+      | awk 'NR > 1 && $3 == "RUNNING" {print $1 ":" $2}'); do
+    pid=${task#*:}
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = bsl-sentinel ] || continue
+    echo "install: bsl-sentinel pid $pid: $(grep -E '^(Uid|Gid|Seccomp|NoNewPrivs|CapEff):' \
+      "/proc/$pid/status" | tr -s '\t' ' ' | paste -sd';')" >&2
+  done
+
+  # A BSL the webhook must reject (the CRD's schema allows it): proof that the apiserver
+  # reached the webhook through its Service, since failurePolicy is Ignore.
+  local out
+  if out=$(kc apply -f - 2>&1 <<'EOF'
+apiVersion: velero.io/v1
+kind: BackupStorageLocation
+metadata: {name: bad, namespace: velero}
+spec:
+  provider: aws
+  objectStorage: {bucket: backups/prefix}
+  config: {region: us-east-1, s3Url: "http://10.99.0.1:9"}
+EOF
+  ); then
+    echo "install: the webhook did NOT reject an invalid BSL: $out" >&2
+    rc=1
+  else
+    echo "install: invalid BSL rejected through the Service: $out" >&2
+  fi
+  # A valid one: admitted, stamped by the mutating webhook, then judged by the reconciler
+  # (its storage address is the node's own closed port 9: Unavailable, traffic stays here).
+  kc apply -f - >&2 <<'EOF'
+apiVersion: velero.io/v1
+kind: BackupStorageLocation
+metadata: {name: default, namespace: velero}
+spec:
+  provider: aws
+  objectStorage: {bucket: backups}
+  config: {region: us-east-1, s3Url: "http://10.99.0.1:9"}
+EOF
+  sleep 15
+  kc -n velero get bsl -o wide >&2 || rc=1
+  kc -n velero get bsl default -o jsonpath='{.status}' >&2; echo >&2
+  kc -n velero get events --field-selector involvedObject.kind=BackupStorageLocation >&2 || true
+  local pod
+  for pod in $(kc -n velero get pods -l app.kubernetes.io/component=server -o name); do
+    echo "logs of $pod:" >&2
+    kc -n velero logs "$pod" --tail=15 >&2 || rc=1
+  done
+  [ "$rc" = 0 ] && echo "SMOKE: install ran: Deployment available, webhook reached through its Service" >&2
   return "$rc"
 }
 
@@ -490,6 +577,8 @@ outer_cleanup() {
   echo "logs: $T/logs" >&2
 }
 trap outer_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 for k in "${SYSCTLS[@]}"; do saved[$k]=$(sysctl -n "$k"); done
 for d in "${HOST_DIRS[@]}"; do
@@ -522,4 +611,5 @@ wait "$inner_pid"
 rc=$?
 set -e
 inner_pid=""
+progress "smoke: exit $rc after $SECONDS s (teardown follows)"
 exit "$rc"
