@@ -8,7 +8,7 @@
 # kube-scheduler, containerd and kubelet. It waits for the node to be Ready, imports the images,
 # runs bsl-sentinel pods and reads their logs, then tears it all down (processes, mounts,
 # cgroups, sysctls the kubelet set, the network namespace). Logs stay in the folder it prints.
-# SMOKE_KEEP=1 keeps the whole temporary folder. SMOKE_INSTALL=1 then also applies deploy/ (with
+# SMOKE_KEEP=1 keeps the whole temporary folder. SMOKE_INSTALL=0 skips the last phase, which applies deploy/ (with
 # certs/make-certs.sh) and checks the webhook through its Service. SMOKE_RUNC_DEBUG=1 keeps
 # runc's log of every failed create.
 set -euo pipefail
@@ -419,7 +419,7 @@ EOF
   kc -n velero delete pod bsl-serve --wait=true >&2
   [ "$rc" = 0 ] && echo "SMOKE: node Ready, pods ran, logs read" >&2
   [ "$rc" = 0 ] || return "$rc"
-  [ "${SMOKE_INSTALL:-0}" = 1 ] || return 0
+  [ "${SMOKE_INSTALL:-1}" = 1 ] || return 0
   install_phase
 }
 
