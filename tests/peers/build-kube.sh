@@ -15,12 +15,7 @@ if [ -x "$out/kube-apiserver" ] && [ -x "$out/kubectl" ] && [ -x "$out/etcd" ]; 
 fi
 
 ver=v1.37.2
-pkgver=k8s.io/component-base/version
-cgover=k8s.io/client-go/pkg/version
-ld="-s -w"
-for p in $pkgver $cgover; do
-  ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
-done
+ld=$(kube_ldflags "$ver")
 
 tmp="$out.tmp.$$"
 mkdir -p "$tmp"

@@ -29,12 +29,7 @@ elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 # --- kube-controller-manager, kube-scheduler, kubelet, pause ---------------------------------
 if ! { [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] \
        && [ -x "$out/kubelet" ] && [ -x "$out/pause" ]; }; then
-  pkgver=k8s.io/component-base/version
-  cgover=k8s.io/client-go/pkg/version
-  ld="-s -w"
-  for p in $pkgver $cgover; do
-    ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
-  done
+  ld=$(kube_ldflags "$ver")
   tmp="$out.tmp.$$"
   rm -rf "$tmp"
   mkdir -p "$tmp"

@@ -32,3 +32,14 @@ need_cargo() {
     *) die "rustc $v is too old: bsl-sentinel needs Rust 1.89 or newer (rustup update)" ;;
   esac
 }
+
+# The -ldflags that stamp a Kubernetes binary with its release, as `make` in kubernetes does, so
+# that kubectl version and the node's kubeletVersion show it.
+kube_ldflags() {
+  local ver=$1 minor=${1#v1.} ld="-s -w" p
+  minor=${minor%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  echo "$ld"
+}
