@@ -11,16 +11,20 @@
 //!   local wall clock: nodes' clocks differ);
 //! - `renew_deadline` < `duration`, so the old holder has stopped before anyone takes over;
 //! - on a graceful stop the holder clears holderIdentity (client-go's ReleaseOnCancel), so the
-//!   next holder takes over at its next round instead of after `duration`.
+//!   next holder takes over at its next round instead of after `duration`;
+//! - a follower also watches the Lease and runs a round as soon as it is released or deleted,
+//!   so a standby replica takes over at once, before a replacement pod has even started.
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
-use tokio::sync::watch;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 #[derive(Clone, Debug)]
@@ -153,6 +157,11 @@ pub async fn round(
             let meta = ObjectMeta {
                 name: Some(election.lease.clone()),
                 namespace: Some(election.namespace.clone()),
+                // What uninstall selects: the Lease is made at run time, not by deploy/.
+                labels: Some(std::collections::BTreeMap::from([(
+                    "app.kubernetes.io/name".to_owned(),
+                    "bsl-sentinel".to_owned(),
+                )])),
                 ..ObjectMeta::default()
             };
             api.create(
@@ -222,6 +231,12 @@ pub async fn run<F, Fut>(
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+    let released = std::sync::Arc::new(Notify::new());
+    let watching = tokio::spawn(watch_releases(
+        api.clone(),
+        election.lease.clone(),
+        released.clone(),
+    ));
     let mut leading: Option<Leading> = None;
     let mut last_renewed = Instant::now();
     let mut observed = Observed::default();
@@ -284,11 +299,14 @@ pub async fn run<F, Fut>(
             }
             (false, None) => {}
         }
+        let following = leading.is_none();
         tokio::select! {
             _ = tokio::time::sleep(election.retry) => {}
+            _ = released.notified(), if following => {}
             _ = stop.changed() => {}
         }
     }
+    watching.abort();
     if let Some(task) = leading {
         task.finish(drain).await;
         match tokio::time::timeout(
@@ -301,6 +319,30 @@ pub async fn run<F, Fut>(
             Ok(Ok(false)) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot release the Lease"),
             Err(_) => tracing::warn!("cannot release the Lease: no answer in time"),
+        }
+    }
+}
+
+/// Wakes the election loop whenever the Lease is released (no holder) or deleted. Renewals do
+/// not wake it: a follower learns of those at its next round.
+async fn watch_releases(api: Api<Lease>, lease: String, released: std::sync::Arc<Notify>) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={lease}"));
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    while let Some(event) = events.next().await {
+        let free = match event {
+            Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .is_none_or(|holder| holder.is_empty()),
+            Ok(watcher::Event::Delete(_)) => true,
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => false,
+            Err(error) => {
+                tracing::debug!(%error, "watching the Lease; the rounds go on without it");
+                false
+            }
+        };
+        if free {
+            released.notify_one();
         }
     }
 }

@@ -596,7 +596,6 @@ fn deploy_applies_with_server_dry_run() {
     let dir = repo_root().join("deploy").display().to_string();
     let out = kubectl.ok(&["apply", "--dry-run=server", "-k", &dir]);
     for object in [
-        "namespace/velero",
         "serviceaccount/bsl-sentinel",
         "role.rbac.authorization.k8s.io/bsl-sentinel",
         "clusterrole.rbac.authorization.k8s.io/bsl-sentinel",
@@ -625,6 +624,12 @@ fn deploy_applies_with_server_dry_run() {
 
     // What the Deployment promises, read from the rendered objects.
     let docs = rendered_deploy(&kubectl);
+    // The namespace is Velero's: declaring it would make `kubectl delete -k deploy/` delete
+    // Velero with it.
+    assert!(
+        docs.iter().all(|d| d["kind"] != "Namespace"),
+        "deploy/ declares a Namespace"
+    );
     let deployment = docs
         .iter()
         .find(|d| d["kind"] == "Deployment")
@@ -687,15 +692,14 @@ fn rbac_grants_exactly_what_the_code_needs() {
     let kubectl = plane.kubectl();
     let _velero = velero_lock();
     ensure_namespace(&kubectl, "velero");
-    // Only the namespace, the ServiceAccount and the RBAC objects, for real.
+    // Only the ServiceAccount and the RBAC objects, for real.
     let objects: Vec<Value> = rendered_deploy(&kubectl)
         .into_iter()
         .filter(|d| {
             matches!(
                 d["kind"].as_str(),
                 Some(
-                    "Namespace"
-                        | "ServiceAccount"
+                    "ServiceAccount"
                         | "Role"
                         | "RoleBinding"
                         | "ClusterRole"
@@ -704,7 +708,7 @@ fn rbac_grants_exactly_what_the_code_needs() {
             )
         })
         .collect();
-    assert_eq!(objects.len(), 6, "{objects:?}");
+    assert_eq!(objects.len(), 5, "{objects:?}");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let out = kubectl.run_with_stdin(&["apply", "-f", "-"], &list.to_string());
     assert!(out.success, "{}", out.stderr);
@@ -738,6 +742,18 @@ fn rbac_grants_exactly_what_the_code_needs() {
             "-n",
             "velero",
         ],
+        &[
+            "list",
+            "leases.coordination.k8s.io/bsl-sentinel",
+            "-n",
+            "velero",
+        ],
+        &[
+            "watch",
+            "leases.coordination.k8s.io/bsl-sentinel",
+            "-n",
+            "velero",
+        ],
         &["create", "configmaps", "-n", "velero"],
         &["get", "configmaps/bsl-sentinel-status", "-n", "velero"],
         &["patch", "configmaps/bsl-sentinel-status", "-n", "velero"],
@@ -766,6 +782,7 @@ fn rbac_grants_exactly_what_the_code_needs() {
         &["delete", "secrets", "-n", "velero"],
         &["create", "secrets", "-n", "velero"],
         &["update", "leases.coordination.k8s.io/other", "-n", "velero"],
+        &["list", "leases.coordination.k8s.io", "-n", "velero"],
         &[
             "delete",
             "leases.coordination.k8s.io/bsl-sentinel",
