@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# A manual smoke run of a real single-node cluster (not part of the test suite yet):
-#   node-smoke.sh [BINARY]     BINARY: bsl-sentinel (default target/release/bsl-sentinel)
+# The install on a real single-node cluster, as the README tells a user to do it:
+#   tests/cluster/run.sh [BINARY]     BINARY: bsl-sentinel (default target/release/bsl-sentinel)
 # Needs root. Builds (or takes from the cache) etcd, kube-apiserver, kubectl (build-kube.sh),
-# the node binaries (build-node.sh) and bsl-sentinel's image (node-image.sh), then, inside a
-# network namespace it makes (lo, and $NODE_IP on a veth pair kept inside it; no route leaves it),
-# a private mount namespace and a PID namespace: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, containerd and kubelet. It waits for the node to be Ready, imports the images,
-# runs bsl-sentinel pods and reads their logs, then tears it all down (processes, mounts,
-# cgroups, sysctls the kubelet set, the network namespace). Logs stay in the folder it prints.
-# SMOKE_KEEP=1 keeps the whole temporary folder. SMOKE_INSTALL=0 skips the last phase, which applies deploy/ (with
-# certs/make-certs.sh) and checks the webhook through its Service. SMOKE_RUNC_DEBUG=1 keeps
-# runc's log of every failed create.
+# the node binaries (build-node.sh), cert-manager (build-cert-manager.sh), moto
+# (install-moto.sh) and bsl-sentinel's image (node-image.sh), then, inside a network namespace
+# it makes (lo, and $NODE_IP on a veth pair kept inside it; no route leaves it), a private mount
+# namespace and a PID namespace: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# containerd, kubelet, cert-manager's controller and cainjector, and moto as the S3 server.
+# When the node is Ready it runs the tests of tests/cluster/tests.sh one after the other on that
+# cluster, prints `test cluster::NAME ... ok|FAILED` for each and ends with
+# `cluster: N passed, M failed`; then it tears it all down (processes, mounts, cgroups, sysctls
+# the kubelet set, the network namespace). Logs stay in the folder it prints.
+# CLUSTER_KEEP=1 keeps the whole temporary folder; CLUSTER_TESTS="a b" runs only those tests;
+# CLUSTER_RUNC_DEBUG=1 keeps runc's log of every failed create.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+peers=$(cd "$here/../peers" && pwd)
 # shellcheck source=tests/peers/lib-node.sh
-. "$here/lib-node.sh"
+. "$peers/lib-node.sh"
 
 NODE_IP=${NODE_IP:-10.99.0.1}
 NODE_NAME=bsl-node
@@ -62,9 +65,6 @@ kc() { "$KUBE_BIN/kubectl" --kubeconfig "$T/pki/admin.kubeconfig" "$@"; }
 node_ready() {
   [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
-pod_phase_in() { # pod_phase_in POD REGEX
-  kc -n velero get pod "$1" -o jsonpath='{.status.phase}' | grep -qxE "$2"
-}
 
 mkcert() { # mkcert NAME CN O EXT SAN: a certificate signed by the test CA
   local name=$1 cn=$2 o=$3 ext=$4 san=${5:-}
@@ -86,15 +86,15 @@ kubeconfig() { # kubeconfig NAME SERVER: a kubeconfig with NAME's client certifi
 apiVersion: v1
 kind: Config
 clusters:
-- name: smoke
+- name: cluster
   cluster: {server: "$2", certificate-authority: "$T/pki/ca.crt"}
 users:
 - name: $1
   user: {client-certificate: "$T/pki/$1.crt", client-key: "$T/pki/$1.key"}
 contexts:
-- name: smoke
-  context: {cluster: smoke, user: $1}
-current-context: smoke
+- name: cluster
+  context: {cluster: cluster, user: $1}
+current-context: cluster
 EOF
 }
 
@@ -151,7 +151,7 @@ inner() {
   # --- PKI ----------------------------------------------------------------------------------
   mkdir -p "$T/pki"
   openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$T/pki/ca.key" -subj "/CN=bsl-node-smoke-ca" -days 2 \
+    -keyout "$T/pki/ca.key" -subj "/CN=bsl-cluster-test-ca" -days 2 \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -out "$T/pki/ca.crt" 2>/dev/null
   mkcert apiserver kube-apiserver "" serverAuth \
@@ -169,6 +169,17 @@ inner() {
   kubeconfig kubelet "https://$NODE_IP:6443"
 
   # --- control plane ------------------------------------------------------------------------
+  # The audit log says who made each request and what the apiserver answered: the RBAC test
+  # reads every request bsl-sentinel's ServiceAccount made.
+  cat > "$T/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:velero"]
+- level: None
+EOF
   local t0
   t0=$(date +%s)
   start etcd "$KUBE_BIN/etcd" --data-dir "$T/etcd" --unsafe-no-fsync=true \
@@ -190,6 +201,8 @@ inner() {
     --kubelet-client-key="$T/pki/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP \
     --enable-aggregator-routing=true \
+    --audit-policy-file="$T/audit-policy.yaml" --audit-log-path="$T/logs/audit.log" \
+    --audit-log-maxbackup=1 \
     --cert-dir="$T/apiserver" --profiling=false
   wait_for 90 kube-apiserver kc get --raw /readyz
   echo "control plane: apiserver ready in $(( $(date +%s) - t0 ))s" >&2
@@ -259,7 +272,7 @@ EOF
    "ipam": {"type": "host-local", "dataDir": "$T/cni/ipam",
             "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "10.99.0.0/16"}]}}]}
 EOF
-  if [ "${SMOKE_RUNC_DEBUG:-}" = 1 ]; then
+  if [ "${CLUSTER_RUNC_DEBUG:-}" = 1 ]; then
     # runc's own log (the bundle's log.json) is gone once a create fails: keep a copy.
     cat > "$T/runc-debug" <<EOF
 #!/bin/bash
@@ -309,6 +322,8 @@ clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 podLogsDir: /var/log/pods
 serializeImagePulls: false
+# How often each pod is synced, and so how soon a changed Secret reaches its volume (default 1m).
+syncFrequency: 10s
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 EOF
   t0=$(date +%s)
@@ -320,188 +335,24 @@ EOF
   echo "kubelet: node $NODE_NAME Ready in $(( $(date +%s) - t0 ))s" >&2
   kc get node -o wide >&2
 
-  # --- bsl-sentinel pods --------------------------------------------------------------------
-  local image=${BSL_IMAGE#docker.io/library/}
-  kc apply -f "$REPO/deploy/namespace.yaml" >&2
-  kc -n velero apply -f "$REPO/deploy/serviceaccount.yaml" -f "$REPO/deploy/rbac.yaml" >&2
-  kc apply -f "$REPO/deploy/crd/backupstoragelocations.velero.io.yaml" >&2
-  wait_for 60 kube-controller-manager kc -n velero get serviceaccount default
-  kc -n velero create configmap bsl-manifests --from-file=bsl.yaml=/dev/stdin >&2 <<'EOF'
-apiVersion: velero.io/v1
-kind: BackupStorageLocation
-metadata:
-  name: default
-  namespace: velero
-spec:
-  provider: aws
-  objectStorage:
-    bucket: backups
-  config:
-    region: us-east-1
-    s3Url: http://10.99.0.1:9
-EOF
-  kc apply -f - >&2 <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: bsl-help, namespace: velero}
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  serviceAccountName: bsl-sentinel
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-  - name: bsl-sentinel
-    image: $image
-    imagePullPolicy: Never
-    args: ["--help"]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: bsl-validate, namespace: velero}
-spec:
-  restartPolicy: Never
-  serviceAccountName: bsl-sentinel
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-  - name: bsl-sentinel
-    image: $image
-    imagePullPolicy: Never
-    args: ["validate", "-f", "/manifests/bsl.yaml"]
-    volumeMounts: [{name: manifests, mountPath: /manifests}]
-  volumes: [{name: manifests, configMap: {name: bsl-manifests}}]
----
-# The reconciler as its ServiceAccount. No kube-proxy runs, so the Service address the
-# kubelet puts in KUBERNETES_SERVICE_HOST leads nowhere: the pod is pointed at the apiserver's
-# own address on the node (its certificate names it).
-apiVersion: v1
-kind: Pod
-metadata: {name: bsl-serve, namespace: velero}
-spec:
-  restartPolicy: Never
-  serviceAccountName: bsl-sentinel
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
-  - name: bsl-sentinel
-    image: $image
-    imagePullPolicy: Never
-    args: ["serve", "--webhook=false", "--leader-election=false"]
-    env:
-    - {name: KUBERNETES_SERVICE_HOST, value: "$NODE_IP"}
-    - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
-    - name: POD_NAMESPACE
-      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-    - name: POD_NAME
-      valueFrom: {fieldRef: {fieldPath: metadata.name}}
-    ports: [{name: admin, containerPort: 8080}]
-    livenessProbe:
-      httpGet: {path: /livez, port: admin}
-EOF
-  local p phase rc=0
-  for p in bsl-help bsl-validate; do
-    wait_for 90 kubelet pod_phase_in "$p" 'Succeeded|Failed'
-    phase=$(kc -n velero get pod "$p" -o jsonpath='{.status.phase}')
-    echo "pod $p: $phase; its logs:" >&2
-    kc -n velero logs "$p" >&2 || rc=1
-    [ "$phase" = Succeeded ] || rc=1
-  done
-  wait_for 90 kubelet pod_phase_in bsl-serve Running
-  local ip
-  ip=$(kc -n velero get pod bsl-serve -o jsonpath='{.status.podIP}')
-  echo "pod bsl-serve: Running at $ip" >&2
-  wait_for 30 kubelet curl -fsS --max-time 2 "http://$ip:8080/livez" || true
-  echo "bsl-serve /livez: $(curl -sS --max-time 5 "http://$ip:8080/livez" 2>&1)" >&2
-  echo "bsl-serve /readyz: $(curl -sS --max-time 5 "http://$ip:8080/readyz" 2>&1)" >&2
-  curl -fsS --max-time 5 -o /dev/null "http://$ip:8080/livez" || rc=1
-  echo "bsl-serve logs:" >&2
-  kc -n velero logs bsl-serve --tail=20 >&2 || rc=1
-  kc -n velero get pods -o wide >&2
-  [ "$(kc -n velero get pod bsl-serve -o jsonpath='{.status.phase}')" = Running ] || rc=1
-  kc -n velero delete pod bsl-serve --wait=true >&2
-  [ "$rc" = 0 ] && echo "SMOKE: node Ready, pods ran, logs read" >&2
-  [ "$rc" = 0 ] || return "$rc"
-  [ "${SMOKE_INSTALL:-1}" = 1 ] || return 0
-  install_phase
-}
+  # --- cert-manager and the S3 server ----------------------------------------------------
+  # Host processes of the node, like the control plane: cert-manager's controller and cainjector
+  # as built today (no leader election: one of each), moto serving S3 on the node address.
+  kc apply --server-side -f "$CERT_MANAGER_CRDS" >/dev/null
+  kc wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io \
+    crd/issuers.cert-manager.io crd/certificaterequests.cert-manager.io >/dev/null
+  start cert-manager-controller "$CERT_MANAGER_BIN/cert-manager-controller" \
+    --kubeconfig="$T/pki/admin.kubeconfig" --cluster-resource-namespace=kube-system \
+    --leader-elect=false
+  start cert-manager-cainjector "$CERT_MANAGER_BIN/cert-manager-cainjector" \
+    --kubeconfig="$T/pki/admin.kubeconfig" --leader-elect=false
+  start moto env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$MOTO_BIN" -H "$NODE_IP" -p 5000
+  wait_for 60 moto curl -sS -o /dev/null "http://$NODE_IP:5000/"
 
-# The install as deploy/ writes it, with certs/make-certs.sh instead of cert-manager: two
-# replicas as the bsl-sentinel ServiceAccount, the webhook called by the apiserver through its
-# Service (resolved to the pods' endpoints by --enable-aggregator-routing: no kube-proxy here).
-install_phase() {
-  local rc=0 t0
-  t0=$(date +%s)
-  echo "--- install: deploy/ with certs/make-certs.sh" >&2
-  printf '#!/bin/sh\nexec "%s" --kubeconfig "%s" "$@"\n' "$KUBE_BIN/kubectl" "$T/pki/admin.kubeconfig" \
-    > "$T/kubectl"
-  chmod +x "$T/kubectl"
-  KUBECTL="$T/kubectl" bash "$REPO/certs/make-certs.sh" velero "$T/webhook-certs" \
-    > "$T/webhook-configurations.yaml"
-  kc apply -f "$T/webhook-configurations.yaml" >&2
-  kc -n velero apply -f "$REPO/deploy/service.yaml" -f "$REPO/deploy/pdb.yaml" >&2
-  # The one change to deploy/deployment.yaml: the apiserver's address. Without kube-proxy the
-  # Service address in KUBERNETES_SERVICE_HOST leads nowhere.
-  kc -n velero create --dry-run=client -o json -f "$REPO/deploy/deployment.yaml" \
-    | jq --arg host "$NODE_IP" '.spec.template.spec.containers[0].env +=
-        [{"name": "KUBERNETES_SERVICE_HOST", "value": $host},
-         {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]' \
-    | kc -n velero apply -f - >&2
-  if ! kc -n velero rollout status deployment/bsl-sentinel --timeout=180s >&2; then
-    kc -n velero get pods -o wide >&2
-    kc -n velero describe pods -l app.kubernetes.io/component=server | tail -40 >&2
-    fail "install: the Deployment did not become available" kubelet
-  fi
-  kc -n velero get pods -o wide >&2
-  kc -n velero get endpointslices -l kubernetes.io/service-name=bsl-sentinel-webhook >&2
-  echo "install: Deployment available in $(( $(date +%s) - t0 ))s" >&2
-  # What the node made of the pods' securityContext, read from the processes themselves.
-  local task pid
-  for task in $("$NODE_BIN/ctr" --address "$T/containerd/containerd.sock" -n k8s.io tasks ls \
-      | awk 'NR > 1 && $3 == "RUNNING" {print $1 ":" $2}'); do
-    pid=${task#*:}
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = bsl-sentinel ] || continue
-    echo "install: bsl-sentinel pid $pid: $(grep -E '^(Uid|Gid|Seccomp|NoNewPrivs|CapEff):' \
-      "/proc/$pid/status" | tr -s '\t' ' ' | paste -sd';')" >&2
-  done
-
-  # A BSL the webhook must reject (the CRD's schema allows it): proof that the apiserver
-  # reached the webhook through its Service, since failurePolicy is Ignore.
-  local out
-  if out=$(kc apply -f - 2>&1 <<'EOF'
-apiVersion: velero.io/v1
-kind: BackupStorageLocation
-metadata: {name: bad, namespace: velero}
-spec:
-  provider: aws
-  objectStorage: {bucket: backups/prefix}
-  config: {region: us-east-1, s3Url: "http://10.99.0.1:9"}
-EOF
-  ); then
-    echo "install: the webhook did NOT reject an invalid BSL: $out" >&2
-    rc=1
-  else
-    echo "install: invalid BSL rejected through the Service: $out" >&2
-  fi
-  # A valid one: admitted, stamped by the mutating webhook, then judged by the reconciler
-  # (its storage address is the node's own closed port 9: Unavailable, traffic stays here).
-  kc apply -f - >&2 <<'EOF'
-apiVersion: velero.io/v1
-kind: BackupStorageLocation
-metadata: {name: default, namespace: velero}
-spec:
-  provider: aws
-  objectStorage: {bucket: backups}
-  config: {region: us-east-1, s3Url: "http://10.99.0.1:9"}
-EOF
-  sleep 15
-  kc -n velero get bsl -o wide >&2 || rc=1
-  kc -n velero get bsl default -o jsonpath='{.status}' >&2; echo >&2
-  kc -n velero get events --field-selector involvedObject.kind=BackupStorageLocation >&2 || true
-  local pod
-  for pod in $(kc -n velero get pods -l app.kubernetes.io/component=server -o name); do
-    echo "logs of $pod:" >&2
-    kc -n velero logs "$pod" --tail=15 >&2 || rc=1
-  done
-  [ "$rc" = 0 ] && echo "SMOKE: install ran: Deployment available, webhook reached through its Service" >&2
-  return "$rc"
+  # --- the tests ---------------------------------------------------------------------------
+  # shellcheck source=tests/cluster/tests.sh
+  . "$REPO/tests/cluster/tests.sh"
+  run_cluster_tests
 }
 
 if [ "${1:-}" = --inner ]; then
@@ -513,7 +364,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Outside: build, prepare, run the namespaces, clean up.
 # ---------------------------------------------------------------------------------------------
-[ "$(id -u)" = 0 ] || die "node-smoke.sh needs root (namespaces, mounts, cgroups)"
+[ "$(id -u)" = 0 ] || die "tests/cluster/run.sh needs root (namespaces, mounts, cgroups)"
 REPO=$(cd "$here/../.." && pwd)
 binary=${1:-$REPO/target/release/bsl-sentinel}
 [ -x "$binary" ] || die "no bsl-sentinel binary at $binary (cargo build --release, or give its path)"
@@ -521,17 +372,23 @@ for tool in ip nsenter unshare openssl curl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing"
 done
 
-KUBE_BIN=$(bash "$here/build-kube.sh")
-NODE_BIN=$(bash "$here/build-node.sh")
+KUBE_BIN=$(bash "$peers/build-kube.sh")
+NODE_BIN=$(bash "$peers/build-node.sh")
+cert_manager=$(bash "$peers/build-cert-manager.sh")
+CERT_MANAGER_BIN=$(sed -n 's/^bin=//p' <<<"$cert_manager")
+CERT_MANAGER_CRDS=$(sed -n 's/^crds=//p' <<<"$cert_manager")
+MOTO_BIN=$(bash "$peers/install-moto.sh" | tail -n1)
 T=$(mktemp -d /tmp/bsl-node.XXXXXX)
 mkdir -p "$T/logs" "$T/images"
 NS=bsl-node-$$
 CG=bsl-node-$$
 PAUSE_IMAGE="registry.k8s.io/pause:$(cat "$NODE_BIN/pause.version")"
-BSL_IMAGE=docker.io/library/bsl-sentinel:0.1.0
-export T KUBE_BIN NODE_BIN REPO NS CG PAUSE_IMAGE BSL_IMAGE NODE_IP
+# The tag tests/cluster/overlay sets: the one change the install makes to deploy/'s image.
+BSL_IMAGE=docker.io/library/bsl-sentinel:cluster-test
+export T KUBE_BIN NODE_BIN CERT_MANAGER_BIN CERT_MANAGER_CRDS MOTO_BIN REPO NS CG PAUSE_IMAGE \
+  BSL_IMAGE NODE_IP
 
-bash "$here/node-image.sh" "$binary" "$T/images/bsl-sentinel.tar" "$BSL_IMAGE" >/dev/null
+bash "$peers/node-image.sh" "$binary" "$T/images/bsl-sentinel.tar" "$BSL_IMAGE" >/dev/null
 mkdir -p "$T/pause-rootfs"
 install -m 0755 "$NODE_BIN/pause" "$T/pause-rootfs/pause"
 oci_archive "$T/pause-rootfs" "$T/images/pause.tar" "$PAUSE_IMAGE" 65535:65535 /pause ""
@@ -571,7 +428,7 @@ outer_cleanup() {
   if grep -q " $T" /proc/self/mountinfo; then
     echo "warning: mounts left under $T:" >&2
     grep " $T" /proc/self/mountinfo >&2
-  elif [ "${SMOKE_KEEP:-}" != 1 ]; then
+  elif [ "${CLUSTER_KEEP:-}" != 1 ]; then
     find "$T" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
   fi
   echo "logs: $T/logs" >&2
@@ -601,15 +458,15 @@ fi
 
 [ -e /run/netns ] || created_dirs+=(/run/netns)
 ip netns add "$NS"
-progress "smoke: namespace $NS, temporary folder $T"
+progress "cluster: namespace $NS, temporary folder $T"
 nsenter --net="/run/netns/$NS" \
   unshare --pid --fork --kill-child --mount --propagation private --mount-proc \
-  bash "$here/node-smoke.sh" --inner "$T" > >(tee "$T/logs/smoke.log" >&2) 2>&1 &
+  bash "$here/run.sh" --inner "$T" > >(tee "$T/logs/cluster.log") 2>&1 &
 inner_pid=$!
 set +e
 wait "$inner_pid"
 rc=$?
 set -e
 inner_pid=""
-progress "smoke: exit $rc after $SECONDS s (teardown follows)"
+progress "cluster: exit $rc after $SECONDS s (teardown follows)"
 exit "$rc"
