@@ -18,6 +18,8 @@ progress "peers: SeaweedFS, fake-gcs-server, Azurite"
 bash tests/peers/build-storage.sh >/dev/null
 progress "peers: cert-manager controller and cainjector"
 bash tests/peers/build-cert-manager.sh >/dev/null
+progress "peers: Velero server and CLI, velero-plugin-for-aws"
+bash tests/peers/build-velero.sh >/dev/null
 progress "peers: the node: kube-controller-manager, kube-scheduler, kubelet, containerd, runc"
 bash tests/peers/build-node.sh >/dev/null
 

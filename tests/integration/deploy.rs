@@ -159,29 +159,9 @@ struct CertManagerPeer {
 fn cert_manager_peer() -> &'static CertManagerPeer {
     static PEER: OnceLock<CertManagerPeer> = OnceLock::new();
     PEER.get_or_init(|| {
-        let script = repo_root().join("tests/peers/build-cert-manager.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "build-cert-manager.sh failed: {stdout}"
-        );
-        let field = |key: &str| {
-            stdout
-                .lines()
-                .rev()
-                .find_map(|l| l.strip_prefix(&format!("{key}=")))
-                .map(PathBuf::from)
-                .unwrap_or_else(|| panic!("build-cert-manager.sh printed no {key}=: {stdout}"))
-        };
-        CertManagerPeer {
-            bin: field("bin"),
-            crds: field("crds"),
-        }
+        let [bin, crds] =
+            crate::support::script_fields("tests/peers/build-cert-manager.sh", ["bin", "crds"]);
+        CertManagerPeer { bin, crds }
     })
 }
 

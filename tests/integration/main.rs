@@ -11,5 +11,6 @@ mod probe;
 mod proxy_env;
 mod reconciler;
 mod support;
+mod velero;
 mod webhook_e2e;
 mod webhook_http;

@@ -1,16 +1,15 @@
 //! The real kube-apiserver calls the in-process webhook over TLS (url clientConfig to
 //! 127.0.0.1 with a caBundle), with the configurations from webhook-config/.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use base64::Engine;
 use bsl_sentinel::admission::PENDING_MESSAGE;
-use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
 use serde_json::{Value, json};
 
 use crate::support::https;
-use crate::support::webhook::SecretMount;
+use crate::support::webhook::{InProcess, SecretMount};
 use crate::support::{ControlPlane, Crd, Kubectl, eventually};
 
 struct Setup {
@@ -24,62 +23,17 @@ impl Setup {
     async fn new(crd: Crd, tag: &str) -> Setup {
         let plane = ControlPlane::get(crd);
         let ns = plane.namespace(tag);
-        let mount = SecretMount::new(&plane.dir.join(format!("webhook-{ns}")));
-        let config = WebhookArgs {
-            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            cert: mount.cert(),
-            key: mount.key(),
-            cert_reload_interval: Duration::from_millis(100),
-            workers: 1,
-        };
-        let client = plane.client().await;
-        let served = watch_served_crd(client.clone(), Duration::from_secs(5));
-        let running = start_webhook(
-            &config,
-            &ns,
-            client,
-            served.clone(),
-            bsl_sentinel::readiness::Readiness::new(served),
-        )
-        .unwrap_or_else(|e| panic!("webhook: {e}"));
-        tokio::spawn(running.server);
-        let setup = Setup {
+        let webhook = InProcess::start(plane, &ns).await;
+        Setup {
             plane,
             ns,
-            mount,
-            addr: running.addr,
-        };
-        setup.wait_ready().await;
-        crate::support::webhook::register(
-            &setup.kubectl(),
-            &setup.ns,
-            setup.addr,
-            &setup.mount.ca.cert_pem(),
-        )
-        .await;
-        setup
+            mount: webhook.mount,
+            addr: webhook.addr,
+        }
     }
 
     fn kubectl(&self) -> Kubectl {
         self.plane.kubectl()
-    }
-
-    async fn wait_ready(&self) {
-        let tls = https::client_config(&self.mount.ca.cert_pem());
-        eventually(
-            "the webhook to be ready",
-            Duration::from_secs(20),
-            || async {
-                let mut conn = https::connect(self.addr, tls.clone())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                match conn.get("/readyz").await.0 {
-                    200 => Ok(()),
-                    status => Err(format!("/readyz answers {status}")),
-                }
-            },
-        )
-        .await;
     }
 
     fn apply(&self, manifest: &Value) -> crate::support::Output {

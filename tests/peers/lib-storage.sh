@@ -17,8 +17,9 @@ need_go_for() {
 
 # go_peer NAME MODDIR BINARY PACKAGE COLD_TIME [ARG]: builds PACKAGE (a `tool` of the helper
 # module in MODDIR) into the cache folder for NAME, keyed by MODDIR's go.mod and go.sum, checks
-# that `BINARY ARG` runs, and prints that folder. A folder that already holds BINARY is reused
-# at once. COLD_TIME only goes into the progress line.
+# that `BINARY ARG` runs (ARG `-`: a binary that cannot run alone, checked by its user), and
+# prints that folder. A folder that already holds BINARY is reused at once. COLD_TIME only goes
+# into the progress line.
 go_peer() {
   local name=$1 mod=$2 bin=$3 pkg=$4 out tmp
   need_go_for "$mod"
@@ -43,7 +44,9 @@ go_peer() {
   progress "$name: building $bin (cold: $5)"
   (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$tmp/$bin" "$pkg") \
     || die "building $bin from $pkg failed (see the Go errors above)"
-  "$tmp/$bin" ${6:+"$6"} >/dev/null 2>&1 || die "the built $bin does not run"
+  if [ "${6:-}" != - ]; then
+    "$tmp/$bin" ${6:+"$6"} >/dev/null 2>&1 || die "the built $bin does not run"
+  fi
   rm -rf "$out"
   mv -T "$tmp" "$out"
   trap - EXIT

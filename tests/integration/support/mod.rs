@@ -7,6 +7,7 @@ pub mod https;
 pub mod pki;
 pub mod sentinel;
 pub mod storage;
+pub mod velero;
 pub mod webhook;
 
 use std::future::Future;
@@ -57,6 +58,26 @@ pub fn run_script(script: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{script} failed: {stdout}");
     stdout.lines().last().unwrap_or_default().trim().to_string()
+}
+
+/// Runs one of the repository's peer scripts that print `key=value` lines on stdout, and
+/// returns the paths for `keys`, in order (the last line for a key counts).
+pub fn script_fields<const N: usize>(script: &str, keys: [&str; N]) -> [PathBuf; N] {
+    let out = Command::new("bash")
+        .arg(repo_root().join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script} failed: {stdout}");
+    keys.map(|key| {
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("{script} printed no {key}=: {stdout}"))
+    })
 }
 
 pub struct Output {

@@ -152,3 +152,65 @@ pub async fn register(
     )
     .await
 }
+
+/// The webhook served in the test's own runtime on a free port, with a certificate from its
+/// own CA, registered (webhook-config/ as shipped) for `namespace` only; returns once the
+/// apiserver calls it.
+pub struct InProcess {
+    pub mount: SecretMount,
+    pub addr: std::net::SocketAddr,
+}
+
+impl InProcess {
+    pub async fn start(plane: &super::ControlPlane, namespace: &str) -> InProcess {
+        use bsl_sentinel::serve::{WebhookArgs, start_webhook, watch_served_crd};
+        use std::net::{Ipv4Addr, SocketAddr};
+        use std::time::Duration;
+        let mount = SecretMount::new(&plane.dir.join(format!("webhook-{namespace}")));
+        let config = WebhookArgs {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            cert: mount.cert(),
+            key: mount.key(),
+            cert_reload_interval: Duration::from_millis(100),
+            workers: 1,
+        };
+        let client = plane.client().await;
+        let served = watch_served_crd(client.clone(), Duration::from_secs(5));
+        let running = start_webhook(
+            &config,
+            namespace,
+            client,
+            served.clone(),
+            bsl_sentinel::readiness::Readiness::new(served),
+        )
+        .unwrap_or_else(|e| panic!("webhook: {e}"));
+        tokio::spawn(running.server);
+        let webhook = InProcess {
+            mount,
+            addr: running.addr,
+        };
+        let tls = super::https::client_config(&webhook.mount.ca.cert_pem());
+        super::eventually(
+            "the webhook to be ready",
+            Duration::from_secs(20),
+            || async {
+                let mut conn = super::https::connect(webhook.addr, tls.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match conn.get("/readyz").await.0 {
+                    200 => Ok(()),
+                    status => Err(format!("/readyz answers {status}")),
+                }
+            },
+        )
+        .await;
+        register(
+            &plane.kubectl(),
+            namespace,
+            webhook.addr,
+            &webhook.mount.ca.cert_pem(),
+        )
+        .await;
+        webhook
+    }
+}
