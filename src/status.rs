@@ -31,6 +31,10 @@ pub struct ServerStatus {
     /// BSLs left out of `locations` (all counted in `counts`).
     #[serde(default)]
     pub omitted: usize,
+    /// BSLs ("namespace/name") whose status another writer also changes, such as Velero's
+    /// own BSL controller: two validators are running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_writers: Vec<String>,
 }
 
 impl ServerStatus {
@@ -52,7 +56,13 @@ impl ServerStatus {
             counts: verdict.counts.clone(),
             locations,
             omitted,
+            other_writers: Vec::new(),
         }
+    }
+
+    pub fn with_other_writers(mut self, other_writers: Vec<String>) -> Self {
+        self.other_writers = other_writers;
+        self
     }
 
     /// What `bsl-sentinel status` prints.
@@ -61,6 +71,13 @@ impl ServerStatus {
             "STATE: {:?}\n{}\nleader {}, updated {}\n\n",
             self.state, self.message, self.leader, self.updated
         );
+        if !self.other_writers.is_empty() {
+            out.push_str(&format!(
+                "another writer also changes the status of {} (is Velero's BSL controller \
+                 validating too?)\n\n",
+                self.other_writers.join(", ")
+            ));
+        }
         let rows: Vec<[String; 6]> = self
             .locations
             .iter()
@@ -218,5 +235,29 @@ mod tests {
         assert_eq!(status.omitted, 0);
         let back: Option<ServerStatus> = serde_json::from_str(&json).ok();
         assert_eq!(back, Some(status));
+    }
+
+    #[test]
+    fn other_writers_are_named_in_the_table_and_kept_in_json() {
+        let status = ServerStatus::new(&assess(&[]), Vec::new(), "pod-a", String::new())
+            .with_other_writers(vec!["velero/default".into()]);
+        assert!(
+            status
+                .table()
+                .contains("another writer also changes the status of velero/default"),
+            "{}",
+            status.table()
+        );
+        let json = serde_json::to_string(&status).unwrap_or_default();
+        assert!(
+            json.contains(r#""otherWriters":["velero/default"]"#),
+            "{json}"
+        );
+        let back: Option<ServerStatus> = serde_json::from_str(&json).ok();
+        assert_eq!(back, Some(status));
+        // Absent when none: the published JSON of a single writer is unchanged.
+        let single = ServerStatus::new(&assess(&[]), Vec::new(), "pod-a", String::new());
+        let json = serde_json::to_string(&single).unwrap_or_default();
+        assert!(!json.contains("otherWriters"), "{json}");
     }
 }

@@ -33,10 +33,17 @@ pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
             last = Some(current);
         }
         let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now);
+        let others = ctx.other_writers().iter().cloned().collect();
+        let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now)
+            .with_other_writers(others);
         let changed = ctx.status.borrow().as_ref().is_none_or(|c| {
-            (c.state, &c.message, &c.locations)
-                != (status.state, &status.message, &status.locations)
+            (c.state, &c.message, &c.locations, &c.other_writers)
+                != (
+                    status.state,
+                    &status.message,
+                    &status.locations,
+                    &status.other_writers,
+                )
         });
         ctx.status.send_replace(Some(status.clone()));
         if changed || published_at.elapsed() >= ctx.config.health_reminder {
@@ -101,6 +108,8 @@ fn states(ctx: &Context, store: &Store<StoredBsl>) -> Vec<BslState> {
             let id = format!("{}/{}", key.0, key.1);
             ctx.probe.forget(&id);
             ctx.retries().forget(&id);
+            ctx.sent().remove(&id);
+            ctx.other_writers().remove(&id);
         }
         keep
     });

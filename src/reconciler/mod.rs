@@ -14,16 +14,17 @@ mod health;
 mod schedule;
 mod secrets;
 mod status_patch;
+mod writers;
 
 use schedule::jitter;
 pub use schedule::{Next, frequency, next_check};
 use secrets::SecretCache;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -32,7 +33,7 @@ use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::bsl::{BackupStorageLocationSpec, Phase, SecretKeySelector, StoredBsl};
+use crate::bsl::{BackupStorageLocationSpec, Phase, SecretKeySelector, StoredBsl, StoredStatus};
 use crate::metrics::{CheckedProvider, Metrics, ReconcileResult};
 use crate::proxy::Proxies;
 use crate::retry::Retries;
@@ -103,6 +104,11 @@ pub struct Context {
     served: SharedServedCrd,
     secrets: SecretCache,
     known: Mutex<HashMap<(String, String), Known>>,
+    /// The status last sent to each BSL ("namespace/name"), recorded before the write so the
+    /// watch event of that write is known as ours however soon it comes.
+    sent: Mutex<HashMap<String, Sent>>,
+    /// BSLs ("namespace/name") whose status someone else also writes.
+    other_writers: Mutex<BTreeSet<String>>,
     /// Bounds concurrent status writes, so thousands of checks do not flood the apiserver.
     writes: Semaphore,
     retries: Mutex<Retries>,
@@ -127,6 +133,8 @@ impl Context {
                 .with_proxies(config.proxies.clone()),
             served,
             known: Mutex::default(),
+            sent: Mutex::default(),
+            other_writers: Mutex::default(),
             writes: Semaphore::new(32),
             retries: Mutex::default(),
             metrics,
@@ -148,6 +156,56 @@ impl Context {
     fn retries(&self) -> std::sync::MutexGuard<'_, Retries> {
         self.retries.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn sent(&self) -> std::sync::MutexGuard<'_, HashMap<String, Sent>> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every version of a BSL the watch delivers: one written by someone else after our last
+    /// write is noted (each version, not only those a reconcile sees: ours may overwrite
+    /// another writer's within the same second).
+    fn observe(&self, obj: &StoredBsl) {
+        let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+        let other = self.sent().get(&id).is_some_and(|sent| {
+            let ours = writers::Written {
+                time: sent.time.as_deref(),
+                phase: sent.phase,
+                message: &sent.message,
+            };
+            writers::another_writer(&ours, &obj.status)
+        });
+        if other {
+            self.note_other_writer(&id, &obj.status);
+        }
+    }
+
+    fn other_writers(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.other_writers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Says once per BSL, in the log and the server status, that another writer changed its
+    /// status between two of our checks.
+    fn note_other_writer(&self, id: &str, seen: &StoredStatus) {
+        if !self.other_writers().insert(id.to_string()) {
+            return;
+        }
+        tracing::warn!(
+            bsl = id,
+            phase = seen.phase.map(Phase::as_str),
+            last_validation_time = seen.last_validation_time.as_deref(),
+            message = seen.message.as_deref(),
+            "another writer changed this BSL's status between two of bsl-sentinel's checks: is \
+             Velero's BSL controller validating too? Keep one validator (README: Beside a Velero server)"
+        );
+        self.health_changed.notify_one();
+    }
+}
+
+/// What this replica last sent to one BSL's status.
+struct Sent {
+    time: Option<String>,
+    phase: Option<Phase>,
+    message: String,
 }
 
 /// Forgets what this replica knew when it stops leading, so it never serves a stale status.
@@ -157,6 +215,8 @@ impl Drop for Resign {
     fn drop(&mut self) {
         self.0.status.send_replace(None);
         self.0.known().clear();
+        self.0.sent().clear();
+        self.0.other_writers().clear();
     }
 }
 
@@ -181,7 +241,11 @@ pub async fn run(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
             })
             .default_backoff(),
     )
-    .applied_objects();
+    .applied_objects()
+    .inspect_ok({
+        let ctx = ctx.clone();
+        move |obj| ctx.observe(obj)
+    });
     // Reconciles in flight are bounded, and never held by a BSL waiting for its endpoint: one
     // whose endpoint is busy takes its place in line there and its reconcile ends; it comes
     // back through `wakeups` when granted a turn. So slots only hold running checks (at most
@@ -376,6 +440,14 @@ async fn check_and_record(
         Outcome::Unchecked { message } => (None, message.clone()),
     };
 
+    ctx.sent().insert(
+        id.clone(),
+        Sent {
+            time: phase.map(|_| status_patch::validation_time(now)),
+            phase,
+            message: message.clone(),
+        },
+    );
     let sent = Instant::now();
     let written = status_patch::write_status(&ctx, &obj, phase, &message, now).await?;
     if !written {

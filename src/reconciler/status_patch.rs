@@ -54,6 +54,11 @@ pub(super) async fn write_status(
     }
 }
 
+/// lastValidationTime as written: RFC 3339 in whole seconds, as Velero writes it.
+pub(super) fn validation_time(now: Timestamp) -> String {
+    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// The patch: the test of the spec checked, then the status fields, added one by one into an
 /// existing status or as a whole status where there is none.
 fn operations(
@@ -67,10 +72,7 @@ fn operations(
     if let Some(phase) = phase {
         fields.insert("phase".into(), json!(phase.as_str()));
         // Every attempt sets lastValidationTime, as in Velero; an unchecked one is no attempt.
-        fields.insert(
-            "lastValidationTime".into(),
-            json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-        );
+        fields.insert("lastValidationTime".into(), json!(validation_time(now)));
     }
     fields.insert("message".into(), json!(message));
     let mut ops: Vec<PatchOperation> = spec

@@ -13,7 +13,15 @@ use crate::support::velero::{self, VeleroServer};
 use crate::support::{ControlPlane, Crd, Kubectl, eventually};
 
 fn apply_bsl(kubectl: &Kubectl, ns: &str, name: &str, location: &Location) {
-    let spec = location.spec_with_secret(kubectl, ns, &format!("{name}-credentials"));
+    apply_bsl_with(kubectl, ns, name, location, json!({}));
+}
+
+/// The same with spec fields added (such as validationFrequency).
+fn apply_bsl_with(kubectl: &Kubectl, ns: &str, name: &str, location: &Location, extra: Value) {
+    let mut spec = location.spec_with_secret(kubectl, ns, &format!("{name}-credentials"));
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
     let bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
                      "metadata": {"name": name}, "spec": spec});
     let out = kubectl.apply(ns, &bsl.to_string());
@@ -277,4 +285,218 @@ async fn velero_backup_location_create_is_checked_by_the_webhook() {
     assert!(out.success, "velero backup-location create: {}", out.stderr);
     let _sentinel = Sentinel::start(plane, &ns, "velero-create", &[]).await;
     wait_phase(&kubectl, &ns, "primary", "Available").await;
+}
+
+/// Every status write to one BSL, as `kubectl get -w` delivers them: "time|phase|message".
+struct StatusWrites {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl StatusWrites {
+    fn watch(plane: &ControlPlane, ns: &str, name: &str) -> StatusWrites {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(plane.bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&plane.kubeconfig)
+            .args(["get", "bsl", name, "-n", ns, "-w", "-o"])
+            .arg("jsonpath={.status.lastValidationTime}|{.status.phase}|{.status.message}{\"\\n\"}")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("kubectl get -w: {e}"));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        if let Some(out) = child.stdout.take() {
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                }
+            });
+        }
+        StatusWrites { child, lines }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for StatusWrites {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The writes from bsl-sentinel's first on (before it, the BSL had no status yet).
+fn from_our_first(seen: &[String], name: &str) -> Vec<String> {
+    let first = seen
+        .iter()
+        .position(|w| ours(w, name))
+        .unwrap_or(seen.len());
+    seen[first..].to_vec()
+}
+
+/// A write of bsl-sentinel's own check. Velero words its message the same way up to the
+/// colon; what follows is its plugin's gRPC error ("rpc error: ..."), ours names the endpoint.
+fn ours(write: &str, name: &str) -> bool {
+    let message = write.splitn(3, '|').nth(2).unwrap_or_default();
+    message
+        .strip_prefix(&format!(
+            "BackupStorageLocation \"{name}\" is unavailable: "
+        ))
+        .is_some_and(|cause| !cause.starts_with("rpc error:"))
+}
+
+/// Both validators on with their default settings (each BSL asks for a check every 3 s, which
+/// both honour): they overwrite each other, and bsl-sentinel says so once, naming the BSL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_both_validating_bsl_sentinel_names_the_other_writer_once() {
+    let plane = ControlPlane::get(Crd::Velero);
+    velero::install_crds(plane, Crd::Velero);
+    let kubectl = plane.kubectl();
+    let ns = plane.namespace("velero-both");
+    let s3 = SeaweedFs::shared();
+    let bucket = format!("{ns}-backups");
+    s3.create_bucket(&bucket).await;
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let every = json!({"validationFrequency": "3s"});
+    apply_bsl_with(
+        &kubectl,
+        &ns,
+        "good",
+        &s3.location(&bucket, None),
+        every.clone(),
+    );
+    apply_bsl_with(
+        &kubectl,
+        &ns,
+        "bad",
+        &s3.location_via(&closed, &bucket, None),
+        every,
+    );
+    let writes = StatusWrites::watch(plane, &ns, "bad");
+    let sentinel = Sentinel::start(plane, &ns, "velero-both", &[]).await;
+    wait_phase(&kubectl, &ns, "bad", "Unavailable").await;
+    let mut server = VeleroServer::start(plane, &ns, &[]);
+    let id = format!("{ns}/bad");
+    eventually(
+        "bsl-sentinel to name the other writer in its server status",
+        Duration::from_secs(60),
+        || async {
+            let (code, body) = sentinel.get("/status");
+            let status: Value = serde_json::from_str(&body).unwrap_or_default();
+            let named = status["otherWriters"]
+                .as_array()
+                .is_some_and(|w| w.iter().any(|b| b == id.as_str()));
+            if code == 200 && named {
+                Ok(())
+            } else {
+                Err(format!("{code} {body}"))
+            }
+        },
+    )
+    .await;
+    // Several more rounds of both: still said once for this BSL.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let log = sentinel.log_text();
+    let said = log
+        .lines()
+        .filter(|l| l.contains("another writer changed this BSL's status") && l.contains(&id))
+        .count();
+    assert_eq!(said, 1, "{log}");
+    let seen = from_our_first(&writes.seen(), "bad");
+    let theirs = seen.iter().filter(|w| !ours(w, "bad")).count();
+    eprintln!(
+        "status writes to bad: {} ({theirs} not bsl-sentinel's):\n{}",
+        seen.len(),
+        seen.join("\n")
+    );
+    assert!(theirs > 0, "no write by Velero seen: {seen:?}");
+    // Whoever wrote, the phase never flapped.
+    assert!(seen.iter().all(|w| w.contains("|Unavailable|")), "{seen:?}");
+    assert!(server.is_running(), "{}", server.log_text());
+}
+
+/// README's "bsl-sentinel validates" mode: Velero with --store-validation-frequency=0. Velero
+/// still validates each BSL once when its server starts; after that every status write is
+/// bsl-sentinel's, and Velero's backup sync keeps writing lastSyncedTime beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_velero_validating_only_at_start_bsl_sentinel_is_the_only_writer_after_it() {
+    let plane = ControlPlane::get(Crd::Velero);
+    velero::install_crds(plane, Crd::Velero);
+    let kubectl = plane.kubectl();
+    let ns = plane.namespace("velero-once");
+    let s3 = SeaweedFs::shared();
+    let bucket = format!("{ns}-backups");
+    s3.create_bucket(&bucket).await;
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    apply_bsl(&kubectl, &ns, "good", &s3.location(&bucket, None));
+    apply_bsl(
+        &kubectl,
+        &ns,
+        "bad",
+        &s3.location_via(&closed, &bucket, None),
+    );
+    let writes = StatusWrites::watch(plane, &ns, "bad");
+    let _sentinel = Sentinel::start(plane, &ns, "velero-once", &[]).await;
+    wait_phase(&kubectl, &ns, "bad", "Unavailable").await;
+    let mut server = VeleroServer::start(
+        plane,
+        &ns,
+        &["--store-validation-frequency=0", "--backup-sync-period=2s"],
+    );
+    let started = from_our_first(&writes.seen(), "bad").len();
+    // Several of bsl-sentinel's periods (2 s in tests), Velero's start-up included.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let seen = from_our_first(&writes.seen(), "bad");
+    let after = &seen[started..];
+    let theirs: Vec<&String> = after.iter().filter(|w| !ours(w, "bad")).collect();
+    let velero_log = server.log_text();
+    let validated: Vec<&str> = velero_log
+        .lines()
+        .filter(|l| l.contains("Validating BackupStorageLocation") && !l.contains("availability"))
+        .map(|l| l.get(..200).unwrap_or(l))
+        .collect();
+    eprintln!(
+        "after Velero's start: {} writes to bad, {} of them Velero's: {theirs:?}\nVelero validated: {validated:?}",
+        after.len(),
+        theirs.len()
+    );
+    assert!(after.len() >= 5, "too few writes to tell: {after:?}");
+    // At most its one start-up round (it reconciles every BSL once when it starts); then only
+    // bsl-sentinel writes, and the phase never flaps.
+    assert!(theirs.len() <= 1, "Velero kept writing: {theirs:?}");
+    assert!(
+        after[after.len() - 4..].iter().all(|w| ours(w, "bad")),
+        "{after:?}"
+    );
+    assert!(
+        after.iter().all(|w| w.contains("|Unavailable|")),
+        "{after:?}"
+    );
+    // Backup sync writes lastSyncedTime to the Available BSL; bsl-sentinel's writes keep it.
+    let synced = eventually("Velero's backup sync", Duration::from_secs(30), || async {
+        let status = bsl_status(&kubectl, &ns, "good");
+        match status["lastSyncedTime"].as_str() {
+            Some(t) => Ok((t.to_string(), status["lastValidationTime"].clone())),
+            None => Err(status.to_string()),
+        }
+    })
+    .await;
+    eventually(
+        "a later bsl-sentinel check of good",
+        Duration::from_secs(30),
+        || async {
+            let status = bsl_status(&kubectl, &ns, "good");
+            if status["lastValidationTime"] != synced.1 && status["lastSyncedTime"].is_string() {
+                Ok(())
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+    .await;
+    assert!(server.is_running(), "{}", server.log_text());
 }

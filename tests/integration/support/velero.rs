@@ -86,15 +86,30 @@ pub fn cli(plane: &ControlPlane, namespace: &str, args: &[&str]) -> Output {
     }
 }
 
-/// `velero server` for one namespace, killed when dropped.
+/// `velero server` for one namespace, killed when dropped. One at a time on this machine:
+/// Velero v1.18.3's controller manager also serves metrics on :8080, an address no flag sets
+/// (two servers: "listen tcp :8080: bind: address already in use", and the second exits), so
+/// each holds the lock file free_port keeps for port 8080.
 pub struct VeleroServer {
     child: Option<Child>,
     pub log: PathBuf,
+    _port_8080: std::fs::File,
 }
 
 impl VeleroServer {
     pub fn start(plane: &ControlPlane, namespace: &str, extra: &[&str]) -> VeleroServer {
         let peer = peer();
+        let locks = std::env::temp_dir().join("bsl-sentinel-ports");
+        std::fs::create_dir_all(&locks).unwrap_or_else(|e| panic!("{}: {e}", locks.display()));
+        let port_8080 = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(locks.join("8080"))
+            .unwrap_or_else(|e| panic!("the lock for port 8080: {e}"));
+        port_8080
+            .lock()
+            .unwrap_or_else(|e| panic!("locking port 8080: {e}"));
         let (metrics, profiler) = (free_port(), free_port());
         let log = plane.dir.join(format!("velero-server-{namespace}.log"));
         let mut cmd = Command::new(&peer.velero);
@@ -114,6 +129,7 @@ impl VeleroServer {
         let server = VeleroServer {
             child: Some(child),
             log,
+            _port_8080: port_8080,
         };
         wait_for(
             "velero server's metrics port",
