@@ -7,6 +7,7 @@ mod crd_compat;
 mod deploy;
 mod election;
 mod endpoint_faults;
+mod helm;
 mod probe;
 mod proxy_env;
 mod reconciler;
