@@ -8,6 +8,7 @@ mod deploy;
 mod election;
 mod endpoint_faults;
 mod helm;
+mod monitoring;
 mod probe;
 mod proxy_env;
 mod reconciler;
