@@ -211,6 +211,8 @@ fn helm_values_change_namespace_mode_args_node_selection_and_crd() {
             r#"extraArgs=["--validation-frequency=30s"]"#,
             "--set-json",
             r#"tolerations=[{"key":"backup","operator":"Exists"}]"#,
+            "--set-json",
+            r#"extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy:3128"}]"#,
         ],
     );
     for o in &objects {
@@ -240,6 +242,19 @@ fn helm_values_change_namespace_mode_args_node_selection_and_crd() {
         "registry.example/bsl-sentinel:9.9.9"
     );
     assert_eq!(container(deployment)["resources"]["requests"]["cpu"], "10m");
+    let env = container(deployment)["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        env.len(),
+        3,
+        "POD_NAMESPACE, POD_NAME, then extraEnv: {env:?}"
+    );
+    assert_eq!(
+        env[2],
+        json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"})
+    );
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["nodeSelector"], json!({"disktype": "ssd"}));
     assert_eq!(
