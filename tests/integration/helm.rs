@@ -8,12 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::support::control_plane::Restartable;
-use crate::support::{Crd, Kubectl, Output, repo_root, run_script};
+use crate::support::control_plane::{Restartable, spawn};
+use crate::support::{Crd, Kubectl, Output, eventually, repo_root, run_script};
 
 /// The folder tests/peers/build-helm.sh built helm into (once per test binary).
 fn helm_bin() -> &'static Path {
@@ -564,4 +565,149 @@ fn helm_install_upgrade_and_uninstall_keep_velero_namespace_and_bsls() {
     assert_eq!(bsl_after["spec"], bsl_before["spec"]);
     assert_eq!(bsl_after["status"], bsl_before["status"]);
     assert_eq!(bsl_after["status"]["phase"], "Available");
+}
+
+/// Children killed when the test ends, also when it fails (the peers of an apiserver of the
+/// test's own must not outlive it).
+struct Killed(Vec<std::process::Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_with_default_values_gets_its_certificate_and_ca_bundle_from_cert_manager() {
+    let own = Restartable::start(Crd::Project);
+    let plane = &own.plane;
+    let kubectl = plane.kubectl();
+    let peer = crate::deploy::cert_manager_peer();
+    let crds = peer.crds.display().to_string();
+    kubectl.ok(&["apply", "--server-side", "--force-conflicts", "-f", &crds]);
+    kubectl.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
+        "crd/certificaterequests.cert-manager.io",
+    ]);
+    let kubeconfig = format!("--kubeconfig={}", plane.kubeconfig.display());
+    let mut children = Killed(Vec::new());
+    for (name, extra) in [
+        (
+            "cert-manager-controller",
+            vec![
+                "--cluster-resource-namespace=kube-system",
+                "--leader-elect=false",
+            ],
+        ),
+        ("cert-manager-cainjector", vec!["--leader-elect=false"]),
+    ] {
+        let mut cmd = Command::new(peer.bin.join(name));
+        cmd.arg(&kubeconfig).args(extra);
+        let log = plane.dir.join(format!("helm-{name}.log"));
+        eprintln!("{name}: log in {}", log.display());
+        children.0.push(spawn(cmd, &log));
+    }
+
+    kubectl.ok(&["create", "namespace", "velero"]);
+    let helm = Helm {
+        home: plane.dir.join("helm-home"),
+        kubeconfig: Some(plane.kubeconfig.clone()),
+    };
+    std::fs::create_dir_all(&helm.home).unwrap_or_else(|e| panic!("helm home: {e}"));
+    let chart = chart();
+    helm.ok(&["install", "bsl-sentinel", &chart, "-n", "velero"]);
+
+    // cert-manager issues the serving certificate from the chart's CA, and cainjector puts that
+    // CA in both webhook configurations.
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (secret, bundle) = eventually(
+        "cert-manager's Secret and cainjector's caBundle",
+        Duration::from_secs(90),
+        || async {
+            let secret = get_json(
+                &kubectl,
+                &["secret", "bsl-sentinel-webhook-tls", "-n", "velero"],
+            )
+            .ok_or("no Secret bsl-sentinel-webhook-tls yet")?;
+            let ca = secret["data"]["ca.crt"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if ca.is_empty() || secret["data"]["tls.crt"].as_str().is_none() {
+                return Err("the Secret has no ca.crt or tls.crt yet");
+            }
+            for kind in [
+                "validatingwebhookconfiguration",
+                "mutatingwebhookconfiguration",
+            ] {
+                let config =
+                    get_json(&kubectl, &[kind, "bsl-sentinel"]).ok_or("no webhook config")?;
+                if config["webhooks"][0]["clientConfig"]["caBundle"] != json!(ca) {
+                    return Err("caBundle not injected yet");
+                }
+            }
+            Ok((secret, ca))
+        },
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let crt = secret_file(tmp.path(), &secret, "tls.crt");
+    let ca = tmp.path().join("ca.pem");
+    let ca_pem = b64
+        .decode(&bundle)
+        .unwrap_or_else(|e| panic!("caBundle: {e}"));
+    std::fs::write(&ca, ca_pem).unwrap_or_else(|e| panic!("{ca:?}: {e}"));
+    let out = Command::new("openssl")
+        .args([
+            "verify",
+            "-verify_hostname",
+            "bsl-sentinel-webhook.velero.svc",
+            "-CAfile",
+        ])
+        .arg(&ca)
+        .arg(&crt)
+        .output()
+        .unwrap_or_else(|e| panic!("openssl: {e}"));
+    assert!(
+        out.status.success(),
+        "cert-manager's certificate does not verify against caBundle: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Uninstall takes the Issuers and Certificates; cert-manager's Secrets stay, with the label
+    // the README's clean-up command selects.
+    helm.ok(&["uninstall", "bsl-sentinel", "-n", "velero", "--wait"]);
+    for kind in ["certificates.cert-manager.io", "issuers.cert-manager.io"] {
+        let out = kubectl.ok(&["get", kind, "-n", "velero", "-o", "name"]);
+        assert!(
+            out.stdout.trim().is_empty(),
+            "left after uninstall: {}",
+            out.stdout
+        );
+    }
+    let out = kubectl.ok(&[
+        "get",
+        "secret",
+        "-n",
+        "velero",
+        "-l",
+        "app.kubernetes.io/name=bsl-sentinel",
+        "-o",
+        "name",
+    ]);
+    let mut left: Vec<&str> = out.stdout.lines().collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["secret/bsl-sentinel-ca", "secret/bsl-sentinel-webhook-tls"]
+    );
+    let ns = get_json(&kubectl, &["namespace", "velero"]).expect("namespace velero is gone");
+    assert_eq!(ns["status"]["phase"], "Active");
 }
