@@ -711,3 +711,23 @@ async fn helm_install_with_default_values_gets_its_certificate_and_ca_bundle_fro
     let ns = get_json(&kubectl, &["namespace", "velero"]).expect("namespace velero is gone");
     assert_eq!(ns["status"]["phase"], "Active");
 }
+
+#[test]
+fn helm_refuses_a_misspelt_or_invalid_value_by_the_chart_schema() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let helm = Helm::offline(home.path());
+    let chart = chart();
+    for (set, says) in [
+        (
+            "reconcilr=false",
+            "additional properties 'reconcilr' not allowed",
+        ),
+        ("replicas=0", "/replicas"),
+        ("certManager.enable=false", "'enable' not allowed"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ] {
+        let out = helm.run(&["template", "bsl-sentinel", &chart, "--set", set]);
+        assert!(!out.success, "--set {set} was accepted");
+        assert!(out.stderr.contains(says), "--set {set}: {}", out.stderr);
+    }
+}

@@ -35,7 +35,7 @@ if ! (cd "$mod" && go list -deps helm.sh/helm/v4/cmd/helm >/dev/null 2>"$tmp/dow
   die "downloading the modules for helm $version failed in $mod: is the Go module proxy reachable?"
 fi
 rm -f "$tmp/download.log"
-progress "helm $version: building helm (cold: about 3-5 minutes on 2 cores)"
+progress "helm $version: building helm (cold: about 3-7 minutes on 2 cores)"
 # The version is stamped as helm's Makefile does, so that `helm version` tells which one ran.
 (cd "$mod" && go build -trimpath \
   -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
