@@ -260,3 +260,72 @@ async fn dashboard_and_alert_queries_name_metrics_that_a_running_bsl_sentinel_ex
         }
     }
 }
+
+#[test]
+fn kustomize_renders_monitoring_whose_podmonitor_selects_the_deployment_pods_admin_port() {
+    let kube = match std::env::var_os("BSL_SENTINEL_KUBE_BIN") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(run_script("tests/peers/build-kube.sh")),
+    };
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let kubectl = crate::support::Kubectl::new(&kube.join("kubectl"), &home.path().join("none"));
+    let render = |dir: &str| -> Vec<Value> {
+        let path = repo_root().join(dir).display().to_string();
+        let out = kubectl.ok(&["kustomize", &path]).stdout;
+        serde_saphyr::from_multiple::<Value>(&out)
+            .unwrap_or_else(|e| panic!("kubectl kustomize {dir}: {e}"))
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect()
+    };
+    let monitoring = render("deploy/monitoring");
+    let of = |kind: &str| -> Value {
+        monitoring
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("deploy/monitoring renders no {kind}"))
+    };
+    // In Velero's namespace, beside bsl-sentinel.
+    for kind in ["PodMonitor", "PrometheusRule", "ConfigMap"] {
+        assert_eq!(of(kind)["metadata"]["namespace"], "velero", "{kind}");
+    }
+    // The ConfigMap carries the dashboard file as it is, for Grafana's sidecar.
+    let config_map = of("ConfigMap");
+    assert_eq!(config_map["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json_text = config_map["data"]["grafana-dashboard.json"]
+        .as_str()
+        .unwrap_or_default();
+    let embedded: Value = serde_json::from_str(json_text).unwrap_or_default();
+    assert_eq!(embedded, dashboard());
+    // The PodMonitor selects the Deployment's pods and scrapes a port they declare.
+    let deployment = render("deploy")
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("deploy/ renders a Deployment");
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let monitor = of("PodMonitor");
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!selector.is_empty(), "the PodMonitor selects every pod");
+    for (k, v) in &selector {
+        assert_eq!(&pod_labels[k], v, "pods lack label {k}={v}");
+    }
+    let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
+    assert_eq!(endpoint["path"], "/metrics");
+    let ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let admin = ports
+        .iter()
+        .find(|p| p["name"] == endpoint["port"])
+        .unwrap_or_else(|| panic!("no container port {}", endpoint["port"]));
+    // The admin port (/metrics) is 8080 by serve's default --admin-addr.
+    assert_eq!(admin["containerPort"], 8080);
+    // The job label the rules select.
+    assert_eq!(endpoint["relabelings"][0]["targetLabel"], "job");
+    assert_eq!(endpoint["relabelings"][0]["replacement"], "bsl-sentinel");
+}
