@@ -20,6 +20,10 @@ progress "peers: cert-manager controller and cainjector"
 bash tests/peers/build-cert-manager.sh >/dev/null
 progress "peers: Velero server and CLI, velero-plugin-for-aws"
 bash tests/peers/build-velero.sh >/dev/null
+progress "peers: helm (Helm v4 CLI, for the chart's tests)"
+bash tests/peers/build-helm.sh >/dev/null
+progress "peers: promtool (Prometheus, for the alert rules' tests)"
+bash tests/peers/build-promtool.sh >/dev/null
 progress "peers: the node: kube-controller-manager, kube-scheduler, kubelet, containerd, runc"
 bash tests/peers/build-node.sh >/dev/null
 

@@ -150,13 +150,13 @@ fn deploy_crd_equals_the_bsl_sentinel_crd_output() {
 
 // ---- cert-manager ------------------------------------------------------------------------
 
-struct CertManagerPeer {
-    bin: PathBuf,
-    crds: PathBuf,
+pub(crate) struct CertManagerPeer {
+    pub(crate) bin: PathBuf,
+    pub(crate) crds: PathBuf,
 }
 
 /// tests/peers/build-cert-manager.sh: `bin=` and `crds=` lines on stdout.
-fn cert_manager_peer() -> &'static CertManagerPeer {
+pub(crate) fn cert_manager_peer() -> &'static CertManagerPeer {
     static PEER: OnceLock<CertManagerPeer> = OnceLock::new();
     PEER.get_or_init(|| {
         let [bin, crds] =

@@ -7,6 +7,8 @@ mod crd_compat;
 mod deploy;
 mod election;
 mod endpoint_faults;
+mod helm;
+mod monitoring;
 mod probe;
 mod proxy_env;
 mod reconciler;
