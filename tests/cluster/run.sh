@@ -3,7 +3,8 @@
 #   tests/cluster/run.sh [BINARY]     BINARY: bsl-sentinel (default target/release/bsl-sentinel)
 # Needs root. Builds (or takes from the cache) etcd, kube-apiserver, kubectl (build-kube.sh),
 # the node binaries (build-node.sh), cert-manager (build-cert-manager.sh), moto
-# (install-moto.sh) and bsl-sentinel's image (node-image.sh), then, inside a network namespace
+# (install-moto.sh), Helm (build-helm.sh) and bsl-sentinel's image (node-image.sh), then,
+# inside a network namespace
 # it makes (lo, and $NODE_IP on a veth pair kept inside it; no route leaves it), a private mount
 # namespace and a PID namespace: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # containerd, kubelet, cert-manager's controller and cainjector, and moto as the S3 server.
@@ -352,6 +353,8 @@ EOF
   # --- the tests ---------------------------------------------------------------------------
   # shellcheck source=tests/cluster/tests.sh
   . "$REPO/tests/cluster/tests.sh"
+  # shellcheck source=tests/cluster/helm.sh
+  . "$REPO/tests/cluster/helm.sh"
   run_cluster_tests
 }
 
@@ -378,6 +381,7 @@ cert_manager=$(bash "$peers/build-cert-manager.sh")
 CERT_MANAGER_BIN=$(sed -n 's/^bin=//p' <<<"$cert_manager")
 CERT_MANAGER_CRDS=$(sed -n 's/^crds=//p' <<<"$cert_manager")
 MOTO_BIN=$(bash "$peers/install-moto.sh" | tail -n1)
+HELM_BIN=$(bash "$peers/build-helm.sh" | tail -n1)
 T=$(mktemp -d /tmp/bsl-node.XXXXXX)
 mkdir -p "$T/logs" "$T/images"
 NS=bsl-node-$$
@@ -385,7 +389,7 @@ CG=bsl-node-$$
 PAUSE_IMAGE="registry.k8s.io/pause:$(cat "$NODE_BIN/pause.version")"
 # The tag tests/cluster/overlay sets: the one change the install makes to deploy/'s image.
 BSL_IMAGE=docker.io/library/bsl-sentinel:cluster-test
-export T KUBE_BIN NODE_BIN CERT_MANAGER_BIN CERT_MANAGER_CRDS MOTO_BIN REPO NS CG PAUSE_IMAGE \
+export T KUBE_BIN NODE_BIN CERT_MANAGER_BIN CERT_MANAGER_CRDS MOTO_BIN HELM_BIN REPO NS CG PAUSE_IMAGE \
   BSL_IMAGE NODE_IP
 
 bash "$peers/node-image.sh" "$binary" "$T/images/bsl-sentinel.tar" "$BSL_IMAGE" >/dev/null

@@ -16,6 +16,10 @@ CLUSTER_ORDER=(
   a_drain_respects_the_pod_disruption_budget
   it_runs_as_its_serviceaccount_and_nothing_is_forbidden
   uninstall_keeps_velero_namespace_its_objects_and_bsl_status
+  # tests/cluster/helm.sh: the same install with the Helm chart, on what uninstall left.
+  helm_install_runs_two_ready_replicas_rejects_malformed_and_checks_bsls
+  helm_upgrade_changes_replicas_and_args
+  helm_uninstall_keeps_velero_namespace_its_objects_and_bsl_status
 )
 
 OVERLAY=$REPO/tests/cluster/overlay
