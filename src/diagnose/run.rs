@@ -234,6 +234,7 @@ async fn run(
                     format!("connected to proxy {p} ({peer}); tunnel to {target} open")
                 }
                 Some(p) => format!("connected to proxy {p} ({peer}); http requests go through it"),
+                None if peer == target => format!("connected to {target}"),
                 None => format!("connected to {target} ({peer})"),
             };
             Ok((tcp, vec![line]))
