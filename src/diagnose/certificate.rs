@@ -86,4 +86,24 @@ mod tests {
         assert_eq!(ip_text(&[1, 2]), None);
         assert_eq!(Certificate::parse(b"not der"), None);
     }
+
+    #[test]
+    fn reads_subject_names_issuer_and_expiry() {
+        let mut params = rcgen::CertificateParams::new(vec!["minio.internal".to_string()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress([10, 0, 0, 5].into()));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "minio.internal");
+        params.not_after = rcgen::date_time_ymd(2030, 6, 1);
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        let read = Certificate::parse(cert.der()).unwrap_or_else(|| panic!("not read"));
+        assert_eq!(read.subject, "CN=minio.internal");
+        assert_eq!(read.issuer, "CN=minio.internal");
+        assert_eq!(read.names, ["minio.internal", "10.0.0.5"]);
+        assert_eq!(read.not_after, "2030-06-01T00:00:00Z");
+    }
 }

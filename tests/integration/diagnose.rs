@@ -15,7 +15,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
-use crate::support::faults::Unconnectable;
+use crate::support::faults::{Faulty, Unconnectable};
 use crate::support::forward_proxy::ForwardProxy;
 use crate::support::pki::{Ca, Pem};
 use crate::support::storage::{
@@ -306,6 +306,39 @@ async fn a_silent_port_fails_tcp_as_timed_out() {
     assert!(
         details.contains("timed out after 2s connecting to"),
         "{details}"
+    );
+
+    // A port that accepts and never answers: over https the handshake is what times out.
+    let hung = Faulty::silent();
+    let location = s3.location_via(&hung.https_url(), "diag-silent", None);
+    let run = Offline::new().diagnose(&location, &[], &[]).await;
+    assert_diagnosis(&run, &location, "tls", &[]).await;
+    let details = run.step("tls")["details"].to_string();
+    assert!(
+        details.contains("timed out after 2s in the TLS handshake"),
+        "{details}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_provider_is_not_checked_as_the_reconciler_leaves_it() {
+    let s3 = SeaweedFs::shared();
+    let mut location = s3.location("diag-plugin", None);
+    location.spec.provider = "example.io/plugin".into();
+    let run = Offline::new().diagnose(&location, &[], &[]).await;
+    assert_diagnosis(&run, &location, "credentials", &[]).await;
+    assert_eq!(
+        run.step("credentials")["verdict"],
+        "skipped",
+        "{}",
+        run.text()
+    );
+    assert!(
+        run.step("credentials")["details"]
+            .to_string()
+            .contains("left to Velero"),
+        "{}",
+        run.text()
     );
 }
 
