@@ -7,6 +7,7 @@ pub mod admission;
 pub mod bsl;
 pub mod cluster_view;
 pub mod crd;
+pub mod diagnose;
 pub mod duration;
 pub mod health;
 pub mod kube_client;

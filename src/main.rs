@@ -41,6 +41,10 @@ enum Command {
         #[arg(short = 'o', long, value_enum)]
         output: Option<Format>,
     },
+    /// Say why a BackupStorageLocation is unavailable, step by step, with the fix. Reads the
+    /// BSL and its Secrets from the cluster, or with -f a manifest and files, with no cluster.
+    /// Exits 0 when every step passes, 1 when one does not, 2 when the input cannot be read.
+    Diagnose(DiagnoseArgs),
     /// Print the server status the reconciler publishes. Exits 0 Ready, 1 Degraded,
     /// 2 NotReady, 3 when no status can be read.
     Status {
@@ -49,6 +53,29 @@ enum Command {
         #[arg(short = 'o', long, value_enum)]
         output: Option<Format>,
     },
+}
+
+#[derive(clap::Args)]
+struct DiagnoseArgs {
+    /// The BSL to read from the cluster (the kubeconfig's).
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    name: Option<String>,
+    #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "velero")]
+    namespace: String,
+    /// A BSL manifest (YAML or JSON; its first BackupStorageLocation), read with no cluster.
+    #[arg(short = 'f', long = "filename")]
+    file: Option<String>,
+    /// With -f: the contents of the Secret key spec.credential names.
+    #[arg(long, requires = "file")]
+    credentials_file: Option<String>,
+    /// With -f: the contents of the Secret key spec.objectStorage.caCertRef names.
+    #[arg(long, requires = "file")]
+    ca_file: Option<String>,
+    /// Each network step, and the check, gives up after this long (as `serve --check-timeout`).
+    #[arg(long, default_value = "10s", value_parser = serve::positive_duration)]
+    check_timeout: std::time::Duration,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Format>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -88,7 +115,68 @@ fn main() -> ExitCode {
             output,
         } => client_command(get(name, (!all_namespaces).then_some(namespace), output)),
         Command::Status { namespace, output } => client_command(status(namespace, output)),
+        Command::Diagnose(args) => {
+            let result = tokio::runtime::Runtime::new()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| rt.block_on(diagnose(args)));
+            result.unwrap_or_else(|e| {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            })
+        }
     }
+}
+
+/// Err: the input cannot be read (exit 2).
+async fn diagnose(args: DiagnoseArgs) -> Result<ExitCode, String> {
+    use bsl_sentinel::diagnose::run::{self, Input, Secrets};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (proxies, _) = bsl_sentinel::proxy::Proxies::from_env();
+    let read = |path: &Option<String>| {
+        path.as_ref()
+            .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
+            .transpose()
+    };
+    let input = match &args.file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            let document = run::document_from_text(file, &text)?;
+            let name = document["metadata"]["name"].as_str().unwrap_or("<unnamed>");
+            Input {
+                location: format!("{name} (from {file})"),
+                secrets: Secrets::Files {
+                    credential: read(&args.credentials_file)?,
+                    ca: read(&args.ca_file)?,
+                },
+                document,
+            }
+        }
+        None => {
+            let name = args.name.clone().unwrap_or_default();
+            let client = bsl_sentinel::kube_client::connect(&proxies)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            let document =
+                run::document_from_cluster(client.clone(), &args.namespace, &name).await?;
+            Input {
+                location: format!("{}/{name}", args.namespace),
+                secrets: Secrets::Cluster {
+                    client,
+                    namespace: args.namespace.clone(),
+                },
+                document,
+            }
+        }
+    };
+    // The reconciler's probe: one check at a time per endpoint is all diagnose makes.
+    let probe = bsl_sentinel::storage::Probe::new(1, args.check_timeout).with_proxies(proxies);
+    let report = run::diagnose(input, &probe, args.check_timeout).await;
+    let text = match args.output {
+        Some(format) => render(&report, format)?,
+        None => report.table(),
+    };
+    print!("{text}");
+    Ok(ExitCode::from(report.exit_code()))
 }
 
 /// Runs a command that reads the cluster (kubeconfig or in-cluster config).

@@ -167,7 +167,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// An interval or timeout: zero would spin a loop or fail every check.
-fn positive_duration(text: &str) -> Result<Duration, String> {
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
     match parse_duration(text)? {
         d if d.is_zero() => Err(format!("{text:?}: must be more than 0")),
         d => Ok(d),

@@ -233,6 +233,15 @@ impl StoreConfig {
         }
     }
 
+    /// The URL the store sends its requests to.
+    pub fn url(&self) -> &str {
+        match self {
+            StoreConfig::Aws(s) => &s.url,
+            StoreConfig::Gcp(s) => &s.base_url,
+            StoreConfig::Azure(s) => &s.url,
+        }
+    }
+
     /// The store listing `bucket`, sending through `connector`.
     pub fn build(
         &self,

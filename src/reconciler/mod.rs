@@ -12,7 +12,7 @@
 mod events;
 mod health;
 mod schedule;
-mod secrets;
+pub mod secrets;
 mod status_patch;
 mod writers;
 

@@ -44,22 +44,44 @@ impl SecretCache {
         let mut slot = entry.lock().await;
         let fresh = slot.as_ref().is_some_and(|(at, _)| at.elapsed() < self.ttl);
         if !fresh {
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-            let secret = api
-                .get_opt(name)
-                .await
-                .map_err(|e| format!("cannot read Secret {name:?}: {e}"))?;
+            let secret = read(&self.client, namespace, name).await?;
             *slot = Some((Instant::now(), secret));
         }
-        let secret = slot
-            .as_ref()
-            .and_then(|(_, s)| s.as_ref())
-            .ok_or_else(|| format!("Secret {name:?} not found in namespace {namespace:?}"))?;
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|v| v.0.clone())
-            .ok_or_else(|| format!("Secret {name:?} has no key {key:?}"))
+        key_of(
+            slot.as_ref().and_then(|(_, s)| s.as_ref()),
+            namespace,
+            name,
+            key,
+        )
     }
+}
+
+/// Reads one Secret (None: it does not exist), as the checks and `diagnose` read them; the
+/// error is the message for the BSL's status.
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Secret>, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    api.get_opt(name)
+        .await
+        .map_err(|e| format!("cannot read Secret {name:?}: {e}"))
+}
+
+/// The bytes of one key of a Secret as read; the error is the message for the BSL's status.
+pub fn key_of(
+    secret: Option<&Secret>,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<Vec<u8>, String> {
+    let secret =
+        secret.ok_or_else(|| format!("Secret {name:?} not found in namespace {namespace:?}"))?;
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.clone())
+        .ok_or_else(|| format!("Secret {name:?} has no key {key:?}"))
 }

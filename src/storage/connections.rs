@@ -229,27 +229,11 @@ async fn open(
     tls: &Arc<ClientConfig>,
 ) -> Result<Conn, HttpError> {
     let connect_error = |e: io::Error| HttpError::new(HttpErrorKind::Connect, e);
-    let (host, port) = proxy.map_or((origin.host.as_str(), origin.port), |p| {
-        (p.host(), p.port())
-    });
-    enter(Step::Connect(authority(host, port)));
-    let mut tcp = tokio::net::TcpStream::connect((host, port))
+    let tcp = socket(origin.https, &origin.host, origin.port, proxy)
         .await
         .map_err(connect_error)?;
-    let _ = tcp.set_nodelay(true);
     let (sender, driver) = if origin.https {
-        if let Some(proxy) = proxy {
-            enter(Step::Tunnel(authority(proxy.host(), proxy.port())));
-            proxy
-                .tunnel(&mut tcp, &origin.host, origin.port)
-                .await
-                .map_err(connect_error)?;
-        }
-        let name = ServerName::try_from(origin.host.clone())
-            .map_err(|e| connect_error(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-        enter(Step::Tls(authority(&origin.host, origin.port)));
-        let stream = tokio_rustls::TlsConnector::from(tls.clone())
-            .connect(name, tcp)
+        let stream = tls_handshake(tcp, &origin.host, origin.port, tls)
             .await
             .map_err(connect_error)?;
         handshake(stream).await?
@@ -264,6 +248,40 @@ async fn open(
         reusable: false,
         idle_since: Instant::now(),
     })
+}
+
+/// A socket on which to speak to host:port: connected to it, or to the proxy (and for https
+/// tunnelled through it). Public so that `diagnose` makes the very connections checks make.
+pub async fn socket(
+    https: bool,
+    host: &str,
+    port: u16,
+    proxy: Option<&Proxy>,
+) -> io::Result<tokio::net::TcpStream> {
+    let (to_host, to_port) = proxy.map_or((host, port), |p| (p.host(), p.port()));
+    enter(Step::Connect(authority(to_host, to_port)));
+    let mut tcp = tokio::net::TcpStream::connect((to_host, to_port)).await?;
+    let _ = tcp.set_nodelay(true);
+    if https && let Some(proxy) = proxy {
+        enter(Step::Tunnel(authority(proxy.host(), proxy.port())));
+        proxy.tunnel(&mut tcp, host, port).await?;
+    }
+    Ok(tcp)
+}
+
+/// The TLS handshake with host:port over `tcp`, verifying as `tls` says.
+pub async fn tls_handshake(
+    tcp: tokio::net::TcpStream,
+    host: &str,
+    port: u16,
+    tls: &Arc<ClientConfig>,
+) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    enter(Step::Tls(authority(host, port)));
+    tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, tcp)
+        .await
 }
 
 async fn handshake<T>(io: T) -> Result<(SendRequest<HttpRequestBody>, JoinHandle<()>), HttpError>

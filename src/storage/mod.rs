@@ -17,6 +17,7 @@ pub mod endpoints;
 mod failure;
 mod plan;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -31,7 +32,7 @@ pub use failure::{FailureReason, MAX_MESSAGE, sanitize};
 
 use crate::bsl::BackupStorageLocationSpec;
 use crate::duration::GoDuration;
-use crate::provider::{Refusal, StoreConfig, aws, known_provider, parse_endpoint_url};
+use crate::provider::{Provider, Refusal, StoreConfig, aws, known_provider, parse_endpoint_url};
 use crate::proxy::Proxies;
 use connections::Progress;
 use endpoints::{Contact, Endpoint, Place, Turn, Wakeups};
@@ -52,6 +53,48 @@ pub enum Outcome {
     Unchecked {
         message: String,
     },
+}
+
+/// Where and how one location is checked (see [`Probe::route`]).
+#[derive(Debug)]
+pub struct Route {
+    plan: Plan,
+}
+
+impl Route {
+    pub fn provider(&self) -> Provider {
+        self.plan.provider
+    }
+
+    /// The endpoint key, e.g. "http://127.0.0.1:8333".
+    pub fn endpoint(&self) -> &str {
+        &self.plan.endpoint
+    }
+
+    /// The URL the listing is sent to (virtual-hosted buckets included).
+    pub fn url(&self) -> &str {
+        self.plan.store.url()
+    }
+
+    /// `s3://bucket/prefix/`.
+    pub fn location(&self) -> String {
+        self.plan.location()
+    }
+
+    /// aws insecureSkipTLSVerify.
+    pub fn insecure(&self) -> bool {
+        self.plan.tls.insecure
+    }
+
+    /// Whether caCert or caCertRef adds a CA to the trusted roots.
+    pub fn has_ca(&self) -> bool {
+        self.plan.tls.ca.is_some()
+    }
+
+    /// The values no message may show.
+    pub fn secrets(&self) -> Vec<String> {
+        self.plan.store.secrets()
+    }
 }
 
 /// Built stores kept for reuse; beyond this the least recently used is dropped.
@@ -164,6 +207,17 @@ impl Probe {
         credential: Option<&[u8]>,
         ca_from_ref: Option<&[u8]>,
     ) -> Outcome {
+        self.check_listing(spec, credential, ca_from_ref).await.0
+    }
+
+    /// [`Probe::check`], with the top-level directories the listing found (None when there
+    /// was no listing), for `diagnose`.
+    pub async fn check_listing(
+        &self,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+    ) -> (Outcome, Option<Vec<String>>) {
         let slot = match self.endpoint_key(spec) {
             None => Slot::NoEndpoint,
             Some(key) => match self.endpoint_of(&key).wait().await {
@@ -171,7 +225,7 @@ impl Probe {
                 Err(message) => Slot::Verdict(unavailable(FailureReason::Timeout, &message)),
             },
         };
-        self.check_in(slot, spec, credential, ca_from_ref, Duration::ZERO)
+        self.check_in_listing(slot, spec, credential, ca_from_ref, Duration::ZERO)
             .await
     }
 
@@ -228,8 +282,21 @@ impl Probe {
         ca_from_ref: Option<&[u8]>,
         period: Duration,
     ) -> Outcome {
+        self.check_in_listing(slot, spec, credential, ca_from_ref, period)
+            .await
+            .0
+    }
+
+    async fn check_in_listing(
+        &self,
+        slot: Slot,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+        period: Duration,
+    ) -> (Outcome, Option<Vec<String>>) {
         let turn = match slot {
-            Slot::Verdict(verdict) => return verdict,
+            Slot::Verdict(verdict) => return (verdict, None),
             Slot::Turn(turn) => Some(turn),
             Slot::NoEndpoint => None,
         };
@@ -239,14 +306,15 @@ impl Probe {
             progress.track(self.check_now(spec, credential, ca_from_ref)),
         )
         .await;
-        let outcome = checked.unwrap_or_else(|_| {
+        let (outcome, dirs) = checked.unwrap_or_else(|_| {
             let step = progress.step().map(|s| format!(" {s}")).unwrap_or_default();
             let message = format!(
                 "timed out after {}{step}, {}",
                 GoDuration::from_std(self.timeout),
                 describe_location(spec)
             );
-            unavailable(FailureReason::Timeout, &sanitize(&message, &[]))
+            let outcome = unavailable(FailureReason::Timeout, &sanitize(&message, &[]));
+            (outcome, None)
         });
         if let Some(turn) = turn {
             let contact = match &outcome {
@@ -276,7 +344,7 @@ impl Probe {
                 self.wakeups.add(again);
             }
         }
-        outcome
+        (outcome, dirs)
     }
 
     /// BSLs ("namespace/name") to check now; waits for some.
@@ -306,23 +374,37 @@ impl Probe {
         spec: &BackupStorageLocationSpec,
         credential: Option<&[u8]>,
         ca_from_ref: Option<&[u8]>,
-    ) -> Outcome {
-        let Some(bucket) = region_unknown(spec) else {
-            return self.check_in_region(spec, credential, ca_from_ref).await;
+    ) -> (Outcome, Option<Vec<String>>) {
+        let in_region = match self.in_region(spec).await {
+            Ok(spec) => spec,
+            Err(outcome) => return (outcome, None),
         };
-        let region = match self.bucket_region(bucket).await {
-            Ok(region) => region,
-            Err(outcome) => return outcome,
-        };
-        let mut spec = spec.clone();
-        let config = spec.config.get_or_insert_default();
-        aws::set_region(config, region, self.aws_service.as_deref());
-        let outcome = self.check_in_region(&spec, credential, ca_from_ref).await;
-        if outcome != Outcome::Available {
+        let checked = self
+            .check_in_region(&in_region, credential, ca_from_ref)
+            .await;
+        if let (Cow::Owned(_), Some(bucket)) = (&in_region, region_unknown(spec))
+            && checked.0 != Outcome::Available
+        {
             // A bucket made again elsewhere has another region: look it up afresh next time.
             self.state().regions.remove(bucket);
         }
-        outcome
+        checked
+    }
+
+    /// The spec as its check uses it: for an aws BSL that names neither region nor s3Url,
+    /// with the bucket's region looked up (Velero's rule); otherwise as it is.
+    pub async fn in_region<'a>(
+        &self,
+        spec: &'a BackupStorageLocationSpec,
+    ) -> Result<Cow<'a, BackupStorageLocationSpec>, Outcome> {
+        let Some(bucket) = region_unknown(spec) else {
+            return Ok(Cow::Borrowed(spec));
+        };
+        let region = self.bucket_region(bucket).await?;
+        let mut spec = spec.clone();
+        let config = spec.config.get_or_insert_default();
+        aws::set_region(config, region, self.aws_service.as_deref());
+        Ok(Cow::Owned(spec))
     }
 
     /// The bucket's region as Velero's aws plugin finds it for a BSL that names neither region
@@ -388,30 +470,62 @@ impl Probe {
         spec: &BackupStorageLocationSpec,
         credential: Option<&[u8]>,
         ca_from_ref: Option<&[u8]>,
-    ) -> Outcome {
-        let plan = match plan(spec, credential, ca_from_ref) {
-            Ok(plan) => plan,
-            Err(Refusal::Invalid(message)) => {
-                return Outcome::Unavailable {
-                    reason: FailureReason::Config,
-                    message: sanitize(&message, &[]),
-                };
-            }
-            Err(Refusal::Unsupported(message)) => {
-                return Outcome::Unchecked {
-                    message: sanitize(&message, &[]),
-                };
-            }
+    ) -> (Outcome, Option<Vec<String>>) {
+        let route = match self.route(spec, credential, ca_from_ref) {
+            Ok(route) => route,
+            Err(outcome) => return (outcome, None),
         };
+        let plan = &route.plan;
         let secrets = plan.store.secrets();
         let endpoint = self.endpoint_of(&plan.endpoint);
-        match self.list(&plan, &endpoint).await {
-            Err((reason, message)) => unavailable(reason, &sanitize(&message, &secrets)),
-            Ok(dirs) => match check_layout(&dirs) {
-                Ok(()) => Outcome::Available,
-                Err(message) => unavailable(FailureReason::Layout, &sanitize(&message, &secrets)),
-            },
+        match self.list(plan, &endpoint).await {
+            Err((reason, message)) => (unavailable(reason, &sanitize(&message, &secrets)), None),
+            Ok(dirs) => {
+                let outcome = match check_layout(&dirs) {
+                    Ok(()) => Outcome::Available,
+                    Err(message) => {
+                        unavailable(FailureReason::Layout, &sanitize(&message, &secrets))
+                    }
+                };
+                (outcome, Some(dirs))
+            }
         }
+    }
+
+    /// Where and how a spec (its region known, see [`Probe::in_region`]) is checked, from the
+    /// spec and the Secrets' bytes, without I/O; Err is the check's verdict when the spec or
+    /// its credentials cannot work.
+    pub fn route(
+        &self,
+        spec: &BackupStorageLocationSpec,
+        credential: Option<&[u8]>,
+        ca_from_ref: Option<&[u8]>,
+    ) -> Result<Route, Outcome> {
+        match plan(spec, credential, ca_from_ref) {
+            Ok(plan) => Ok(Route { plan }),
+            Err(Refusal::Invalid(message)) => Err(Outcome::Unavailable {
+                reason: FailureReason::Config,
+                message: sanitize(&message, &[]),
+            }),
+            Err(Refusal::Unsupported(message)) => Err(Outcome::Unchecked {
+                message: sanitize(&message, &[]),
+            }),
+        }
+    }
+
+    /// The TLS configuration a route's connections use (shared with the checks), or, with
+    /// `ca` false, the same without the route's caCert: the platform's roots alone.
+    pub fn tls_of(&self, route: &Route, ca: bool) -> Result<Arc<rustls::ClientConfig>, String> {
+        let tls = Tls {
+            insecure: route.plan.tls.insecure,
+            ca: route.plan.tls.ca.clone().filter(|_| ca),
+        };
+        tls_config(&mut self.state(), &tls)
+    }
+
+    /// The proxy a request to `uri` goes through, by the rules the checks follow.
+    pub fn proxy_for(&self, uri: &hyper::Uri) -> Option<crate::proxy::Proxy> {
+        self.proxies.for_uri(uri).cloned()
     }
 
     /// The endpoint a spec's checks take their turn at, e.g. "http://127.0.0.1:8333": the

@@ -5,6 +5,7 @@ mod apiserver_faults;
 mod cli;
 mod crd_compat;
 mod deploy;
+mod diagnose;
 mod election;
 mod endpoint_faults;
 mod helm;

@@ -55,6 +55,19 @@ impl Ca {
         self.sign(params)
     }
 
+    /// A serving certificate that expired on 2021-01-01.
+    pub fn issue_expired_server(&self, dns: &[&str], ips: &[IpAddr]) -> Result<Pem, rcgen::Error> {
+        let mut params =
+            CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())?;
+        params
+            .subject_alt_names
+            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(params)
+    }
+
     /// A client certificate; Kubernetes reads the user from CN and groups from O.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<Pem, rcgen::Error> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
