@@ -48,7 +48,6 @@ ca_injected() {
 helm_three_ready() {
   [ "$(ready_pods | wc -l)" = 3 ] && [ "$(kv get pods -l "$SERVER" -o name | wc -l)" = 3 ]
 }
-helm_no_pods() { [ -z "$(kv get pods -l "$SERVER" -o name)" ]; }
 
 test_helm_install_runs_two_ready_replicas_rejects_malformed_and_checks_bsls() {
   hm install bsl-sentinel "$CHART" -n velero "${HELM_NODE_VALUES[@]}" --wait --timeout 240s \
@@ -93,27 +92,10 @@ test_helm_upgrade_changes_replicas_and_args() {
 # Velero's namespace, its objects, every BSL and its status stay, and BSLs can still be created.
 test_helm_uninstall_keeps_velero_namespace_its_objects_and_bsl_status() {
   local before manifest
-  before=$(kv get bsl -o json | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
-    | {name: .metadata.name, phase: .status.phase}] | sort_by(.name)')
+  before=$(bsl_phases)
   [ "$(jq length <<<"$before")" -ge 2 ] || fail "too few BSLs to tell: $before"
   manifest=$(hm get manifest bsl-sentinel -n velero)
   hm uninstall bsl-sentinel -n velero --wait --timeout 120s
-  kv delete lease,configmap,secret -l app.kubernetes.io/name=bsl-sentinel
-  wait_for 90 kubelet helm_no_pods
-  local left
-  left=$(kc get -f - --ignore-not-found -o name <<<"$manifest" 2>&1)
-  [ -z "$left" ] || fail "left after helm uninstall: $left"
-  for object in lease/bsl-sentinel configmap/bsl-sentinel-status secret/bsl-sentinel-webhook-tls secret/bsl-sentinel-ca; do
-    [ -z "$(kv get "$object" --ignore-not-found -o name)" ] || fail "$object is left after uninstall"
-  done
-  [ "$(kc get namespace velero -o jsonpath='{.status.phase}{.metadata.deletionTimestamp}')" = Active ] \
-    || fail "namespace velero is going: $(kc get namespace velero -o yaml)"
-  kv get secret cloud-credentials -o name
-  kv get configmap velero-own-settings -o name
-  local after
-  after=$(kv get bsl -o json | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
-    | {name: .metadata.name, phase: .status.phase}] | sort_by(.name)')
-  [ "$after" = "$before" ] || fail "the BSLs changed: $before -> $after"
-  echo "BSLs kept: $after"
-  bsl after-helm-uninstall "http://$NODE_IP:5000" | kc create -f -
+  uninstalled_and_velero_kept "$before" "$(kc get -f - --ignore-not-found -o name <<<"$manifest" 2>&1)" \
+    after-helm-uninstall
 }

@@ -401,15 +401,28 @@ EOF
 # and their status stay, and BSLs can still be created.
 test_uninstall_keeps_velero_namespace_its_objects_and_bsl_status() {
   local before
-  before=$(kv get bsl -o json | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
-    | {name: .metadata.name, phase: .status.phase}] | sort_by(.name)')
+  before=$(bsl_phases)
   [ "$(jq length <<<"$before")" -ge 2 ] || fail "too few BSLs to tell: $before"
   kc delete -k "$OVERLAY" --wait=true
+  uninstalled_and_velero_kept "$before" "$(kc get -k "$OVERLAY" --ignore-not-found -o name 2>&1)" \
+    after-uninstall
+}
+
+# Each BSL's name and phase, as JSON.
+bsl_phases() {
+  kv get bsl -o json | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
+    | {name: .metadata.name, phase: .status.phase}] | sort_by(.name)'
+}
+
+# uninstalled_and_velero_kept BEFORE LEFT NEW: after the uninstall's first command, its second
+# (the run-time objects), then: no pod, nothing of the install LEFT, nor of the run-time
+# objects; Velero's namespace and objects there, the BSLs' phases still BEFORE, and BSL NEW
+# can be created.
+uninstalled_and_velero_kept() {
+  local before=$1 left=$2 new=$3
   kv delete lease,configmap,secret -l app.kubernetes.io/name=bsl-sentinel
   no_pods() { [ -z "$(kv get pods -l "$SERVER" -o name)" ]; }
   wait_for 90 kubelet no_pods
-  local left
-  left=$(kc get -k "$OVERLAY" --ignore-not-found -o name 2>&1)
   [ -z "$left" ] || fail "left after uninstall: $left"
   for object in lease/bsl-sentinel configmap/bsl-sentinel-status secret/bsl-sentinel-webhook-tls secret/bsl-sentinel-ca; do
     [ -z "$(kv get "$object" --ignore-not-found -o name)" ] || fail "$object is left after uninstall"
@@ -419,11 +432,10 @@ test_uninstall_keeps_velero_namespace_its_objects_and_bsl_status() {
   kv get secret cloud-credentials -o name
   kv get configmap velero-own-settings -o name
   local after
-  after=$(kv get bsl -o json | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
-    | {name: .metadata.name, phase: .status.phase}] | sort_by(.name)')
+  after=$(bsl_phases)
   [ "$after" = "$before" ] || fail "the BSLs changed: $before -> $after"
   echo "BSLs kept: $after"
-  bsl after-uninstall "http://$NODE_IP:5000" | kc create -f -
+  bsl "$new" "http://$NODE_IP:5000" | kc create -f -
 }
 
 # --- the runner --------------------------------------------------------------------------------

@@ -165,51 +165,64 @@ pub(crate) fn cert_manager_peer() -> &'static CertManagerPeer {
     })
 }
 
-/// cert-manager's CRDs, installed once on the project plane (server-side: some are larger
-/// than the last-applied annotation of a client-side apply may be).
-fn install_cert_manager_crds(plane: &ControlPlane) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let peer = cert_manager_peer();
-        let kubectl = plane.kubectl();
-        let crds = peer.crds.display().to_string();
-        kubectl.ok(&["apply", "--server-side", "--force-conflicts", "-f", &crds]);
-        kubectl.ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/certificates.cert-manager.io",
-            "crd/issuers.cert-manager.io",
-            "crd/clusterissuers.cert-manager.io",
-            "crd/certificaterequests.cert-manager.io",
-        ]);
-    });
+/// cert-manager's CRDs on `plane` (server-side: some are larger than the last-applied
+/// annotation of a client-side apply may be).
+pub(crate) fn apply_cert_manager_crds(plane: &ControlPlane) {
+    let peer = cert_manager_peer();
+    let kubectl = plane.kubectl();
+    let crds = peer.crds.display().to_string();
+    kubectl.ok(&["apply", "--server-side", "--force-conflicts", "-f", &crds]);
+    kubectl.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
+        "crd/clusterissuers.cert-manager.io",
+        "crd/certificaterequests.cert-manager.io",
+    ]);
 }
 
-/// The real cert-manager controller and cainjector, once per test binary, as children that
-/// die with it. No leader election (this build has none), no webhook (cert-manager's own
-/// webhook only validates its resources; the CRDs' schemas still apply).
+/// Once on the project plane.
+fn install_cert_manager_crds(plane: &ControlPlane) {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| apply_cert_manager_crds(plane));
+}
+
+/// The real cert-manager controller and cainjector for `plane`, logs named `{tag}{name}.log`.
+/// No leader election (this build has none), no webhook (cert-manager's own webhook only
+/// validates its resources; the CRDs' schemas still apply).
+pub(crate) fn spawn_cert_manager(plane: &ControlPlane, tag: &str) -> Vec<std::process::Child> {
+    let peer = cert_manager_peer();
+    let kubeconfig = format!("--kubeconfig={}", plane.kubeconfig.display());
+    [
+        (
+            "cert-manager-controller",
+            vec![
+                "--cluster-resource-namespace=kube-system",
+                "--leader-elect=false",
+            ],
+        ),
+        ("cert-manager-cainjector", vec!["--leader-elect=false"]),
+    ]
+    .into_iter()
+    .map(|(name, extra)| {
+        let mut cmd = Command::new(peer.bin.join(name));
+        cmd.arg(&kubeconfig).args(extra);
+        let log = plane.dir.join(format!("{tag}{name}.log"));
+        eprintln!("{name}: log in {}", log.display());
+        spawn(cmd, &log)
+    })
+    .collect()
+}
+
+/// Once per test binary on the project plane, as children that die with it.
 fn start_cert_manager(plane: &ControlPlane) {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
         install_cert_manager_crds(plane);
-        let peer = cert_manager_peer();
-        let kubeconfig = format!("--kubeconfig={}", plane.kubeconfig.display());
-        for (name, extra) in [
-            (
-                "cert-manager-controller",
-                vec![
-                    "--cluster-resource-namespace=kube-system",
-                    "--leader-elect=false",
-                ],
-            ),
-            ("cert-manager-cainjector", vec!["--leader-elect=false"]),
-        ] {
-            let mut cmd = Command::new(peer.bin.join(name));
-            cmd.arg(&kubeconfig).args(extra);
-            let log = plane.dir.join(format!("{name}.log"));
-            eprintln!("{name}: log in {}", log.display());
-            adopt(spawn(cmd, &log));
+        for child in spawn_cert_manager(plane, "") {
+            adopt(child);
         }
     });
 }

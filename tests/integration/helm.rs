@@ -13,7 +13,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::support::control_plane::{Restartable, spawn};
+use crate::support::control_plane::Restartable;
 use crate::support::{Crd, Kubectl, Output, eventually, repo_root, run_script};
 
 /// The folder tests/peers/build-helm.sh built helm into (once per test binary).
@@ -374,6 +374,36 @@ fn secret_file(dir: &Path, secret: &Value, key: &str) -> PathBuf {
     path
 }
 
+/// `openssl verify` of the serving certificate `crt` against a webhook's caBundle (base64), for
+/// the Service's name, as the apiserver checks it.
+fn verifies_for_the_service(dir: &Path, ca_bundle: &str, crt: &Path) -> Result<(), String> {
+    let ca = dir.join("ca-bundle.pem");
+    let ca_pem = base64::engine::general_purpose::STANDARD
+        .decode(ca_bundle)
+        .map_err(|e| format!("caBundle: {e}"))?;
+    std::fs::write(&ca, ca_pem).map_err(|e| format!("{ca:?}: {e}"))?;
+    let out = Command::new("openssl")
+        .args([
+            "verify",
+            "-verify_hostname",
+            "bsl-sentinel-webhook.velero.svc",
+            "-CAfile",
+        ])
+        .arg(&ca)
+        .arg(crt)
+        .output()
+        .map_err(|e| format!("openssl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
 /// The chart's objects, as (kind, namespace, name) for `kubectl get`.
 const CHART_OBJECTS: &[(&str, &str)] = &[
     ("serviceaccount", "bsl-sentinel"),
@@ -480,28 +510,9 @@ fn helm_install_upgrade_and_uninstall_keep_velero_namespace_and_bsls() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let ca = tmp.path().join("ca-bundle.pem");
-    let ca_pem = base64::engine::general_purpose::STANDARD
-        .decode(&ca_bundle)
-        .unwrap_or_else(|e| panic!("caBundle: {e}"));
-    std::fs::write(&ca, ca_pem).unwrap_or_else(|e| panic!("{ca:?}: {e}"));
-    let out = Command::new("openssl")
-        .args([
-            "verify",
-            "-verify_hostname",
-            "bsl-sentinel-webhook.velero.svc",
-            "-CAfile",
-        ])
-        .arg(&ca)
-        .arg(&crt)
-        .output()
-        .unwrap_or_else(|e| panic!("openssl: {e}"));
-    assert!(
-        out.status.success(),
-        "the chart's certificate does not verify against caBundle: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = verifies_for_the_service(tmp.path(), &ca_bundle, &crt) {
+        panic!("the chart's certificate does not verify against caBundle: {e}");
+    }
 
     // Upgrade: more replicas, webhook-only, an extra flag; the certificate stays.
     helm.ok(&[
@@ -585,35 +596,8 @@ async fn helm_install_with_default_values_gets_its_certificate_and_ca_bundle_fro
     let own = Restartable::start(Crd::Project);
     let plane = &own.plane;
     let kubectl = plane.kubectl();
-    let peer = crate::deploy::cert_manager_peer();
-    let crds = peer.crds.display().to_string();
-    kubectl.ok(&["apply", "--server-side", "--force-conflicts", "-f", &crds]);
-    kubectl.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/certificates.cert-manager.io",
-        "crd/issuers.cert-manager.io",
-        "crd/certificaterequests.cert-manager.io",
-    ]);
-    let kubeconfig = format!("--kubeconfig={}", plane.kubeconfig.display());
-    let mut children = Killed(Vec::new());
-    for (name, extra) in [
-        (
-            "cert-manager-controller",
-            vec![
-                "--cluster-resource-namespace=kube-system",
-                "--leader-elect=false",
-            ],
-        ),
-        ("cert-manager-cainjector", vec!["--leader-elect=false"]),
-    ] {
-        let mut cmd = Command::new(peer.bin.join(name));
-        cmd.arg(&kubeconfig).args(extra);
-        let log = plane.dir.join(format!("helm-{name}.log"));
-        eprintln!("{name}: log in {}", log.display());
-        children.0.push(spawn(cmd, &log));
-    }
+    crate::deploy::apply_cert_manager_crds(plane);
+    let _cert_manager = Killed(crate::deploy::spawn_cert_manager(plane, "helm-"));
 
     kubectl.ok(&["create", "namespace", "velero"]);
     let helm = Helm {
@@ -626,7 +610,6 @@ async fn helm_install_with_default_values_gets_its_certificate_and_ca_bundle_fro
 
     // cert-manager issues the serving certificate from the chart's CA, and cainjector puts that
     // CA in both webhook configurations.
-    let b64 = base64::engine::general_purpose::STANDARD;
     let (secret, bundle) = eventually(
         "cert-manager's Secret and cainjector's caBundle",
         Duration::from_secs(90),
@@ -659,27 +642,9 @@ async fn helm_install_with_default_values_gets_its_certificate_and_ca_bundle_fro
     .await;
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let crt = secret_file(tmp.path(), &secret, "tls.crt");
-    let ca = tmp.path().join("ca.pem");
-    let ca_pem = b64
-        .decode(&bundle)
-        .unwrap_or_else(|e| panic!("caBundle: {e}"));
-    std::fs::write(&ca, ca_pem).unwrap_or_else(|e| panic!("{ca:?}: {e}"));
-    let out = Command::new("openssl")
-        .args([
-            "verify",
-            "-verify_hostname",
-            "bsl-sentinel-webhook.velero.svc",
-            "-CAfile",
-        ])
-        .arg(&ca)
-        .arg(&crt)
-        .output()
-        .unwrap_or_else(|e| panic!("openssl: {e}"));
-    assert!(
-        out.status.success(),
-        "cert-manager's certificate does not verify against caBundle: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = verifies_for_the_service(tmp.path(), &bundle, &crt) {
+        panic!("cert-manager's certificate does not verify against caBundle: {e}");
+    }
 
     // Uninstall takes the Issuers and Certificates; cert-manager's Secrets stay, with the label
     // the README's clean-up command selects.

@@ -15,11 +15,11 @@ need_go_for() {
   fi
 }
 
-# go_peer NAME MODDIR BINARY PACKAGE COLD_TIME [ARG]: builds PACKAGE (a `tool` of the helper
+# go_peer NAME MODDIR BINARY PACKAGE COLD_TIME [ARG [LDFLAGS]]: builds PACKAGE (a `tool` of the helper
 # module in MODDIR) into the cache folder for NAME, keyed by MODDIR's go.mod and go.sum, checks
 # that `BINARY ARG` runs (ARG `-`: a binary that cannot run alone, checked by its user), and
 # prints that folder. A folder that already holds BINARY is reused at once. COLD_TIME only goes
-# into the progress line.
+# into the progress line; LDFLAGS are added to the link (e.g. -X stamps of the version).
 go_peer() {
   local name=$1 mod=$2 bin=$3 pkg=$4 out tmp
   need_go_for "$mod"
@@ -42,7 +42,7 @@ go_peer() {
   fi
   rm -f "$tmp/download.log"
   progress "$name: building $bin (cold: $5)"
-  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$tmp/$bin" "$pkg") \
+  (cd "$mod" && go build -trimpath -ldflags "-s -w ${7:-}" -o "$tmp/$bin" "$pkg") \
     || die "building $bin from $pkg failed (see the Go errors above)"
   if [ "${6:-}" != - ]; then
     "$tmp/$bin" ${6:+"$6"} >/dev/null 2>&1 || die "the built $bin does not run"

@@ -50,26 +50,30 @@ pub fn repo_root() -> PathBuf {
 /// Runs one of the repository's scripts and returns the last line it printed on stdout
 /// (the scripts print progress on stderr, which the test log shows).
 pub fn run_script(script: &str) -> String {
+    script_stdout(script)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// What one of the repository's scripts printed on stdout; fails the test when it fails.
+fn script_stdout(script: &str) -> String {
     let out = Command::new("bash")
         .arg(repo_root().join(script))
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("running {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{script} failed: {stdout}");
-    stdout.lines().last().unwrap_or_default().trim().to_string()
+    stdout
 }
 
 /// Runs one of the repository's peer scripts that print `key=value` lines on stdout, and
 /// returns the paths for `keys`, in order (the last line for a key counts).
 pub fn script_fields<const N: usize>(script: &str, keys: [&str; N]) -> [PathBuf; N] {
-    let out = Command::new("bash")
-        .arg(repo_root().join(script))
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{script} failed: {stdout}");
+    let stdout = script_stdout(script);
     keys.map(|key| {
         stdout
             .lines()
