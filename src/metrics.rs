@@ -26,6 +26,12 @@ pub struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BslLabels {
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProviderLabels {
     pub provider: CheckedProvider,
 }
@@ -98,6 +104,9 @@ impl EncodeLabelValue for ReconcileResult {
 pub struct Metrics {
     registry: Registry,
     phase: Family<PhaseLabels, Gauge>,
+    default: Family<BslLabels, Gauge>,
+    last_validation: Family<BslLabels, Gauge>,
+    period: Family<BslLabels, Gauge>,
     check_duration: Family<ProviderLabels, Histogram>,
     check_failures: Family<ReasonLabels, Counter>,
     reconciles: Family<ResultLabels, Counter>,
@@ -111,6 +120,25 @@ impl Default for Metrics {
             "bsl_phase",
             "1 for the phase a BackupStorageLocation is in, else 0",
             phase.clone(),
+        );
+        // What the alerts on the default BSL and on checks that stopped need.
+        let default = Family::<BslLabels, Gauge>::default();
+        registry.register(
+            "bsl_default",
+            "1 for the BackupStorageLocation marked default, else 0",
+            default.clone(),
+        );
+        let last_validation = Family::<BslLabels, Gauge>::default();
+        registry.register(
+            "bsl_last_validation_timestamp_seconds",
+            "When a BackupStorageLocation was last checked (lastValidationTime, Unix seconds)",
+            last_validation.clone(),
+        );
+        let period = Family::<BslLabels, Gauge>::default();
+        registry.register(
+            "bsl_validation_period_seconds",
+            "How often a BackupStorageLocation is checked (0: once and on spec changes)",
+            period.clone(),
         );
         let check_duration = Family::<ProviderLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
@@ -133,6 +161,9 @@ impl Default for Metrics {
         Metrics {
             registry,
             phase,
+            default,
+            last_validation,
+            period,
             check_duration,
             check_failures,
             reconciles,
@@ -154,8 +185,37 @@ impl Metrics {
         }
     }
 
+    /// A check of a BSL: whether it is the default, when it ran, and its period.
+    pub fn set_checked(
+        &self,
+        namespace: &str,
+        name: &str,
+        default: bool,
+        at: jiff::Timestamp,
+        period: Duration,
+    ) {
+        let labels = BslLabels {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        self.default.get_or_create(&labels).set(i64::from(default));
+        self.last_validation
+            .get_or_create(&labels)
+            .set(at.as_second());
+        self.period
+            .get_or_create(&labels)
+            .set(i64::try_from(period.as_secs()).unwrap_or(i64::MAX));
+    }
+
     /// A deleted BSL leaves no series behind.
     pub fn forget(&self, namespace: &str, name: &str) {
+        let labels = BslLabels {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        self.default.remove(&labels);
+        self.last_validation.remove(&labels);
+        self.period.remove(&labels);
         for candidate in [Phase::Available, Phase::Unavailable, Phase::Unknown] {
             self.phase.remove(&PhaseLabels {
                 namespace: namespace.into(),
@@ -231,6 +291,23 @@ mod tests {
             text.contains(r#"bsl_sentinel_check_duration_seconds_count{provider="aws"} 1"#),
             "{text}"
         );
+        metrics.forget("velero", "a");
+        assert!(!metrics.render().contains("name=\"a\""));
+    }
+
+    #[test]
+    fn a_check_records_default_time_and_period_until_forgotten() {
+        let metrics = Metrics::default();
+        let at = jiff::Timestamp::from_second(1_800_000_000).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        metrics.set_checked("velero", "a", true, at, Duration::from_secs(60));
+        let text = metrics.render();
+        for line in [
+            r#"bsl_sentinel_bsl_default{namespace="velero",name="a"} 1"#,
+            r#"bsl_sentinel_bsl_last_validation_timestamp_seconds{namespace="velero",name="a"} 1800000000"#,
+            r#"bsl_sentinel_bsl_validation_period_seconds{namespace="velero",name="a"} 60"#,
+        ] {
+            assert!(text.contains(line), "{line} missing in {text}");
+        }
         metrics.forget("velero", "a");
         assert!(!metrics.render().contains("name=\"a\""));
     }

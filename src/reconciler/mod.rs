@@ -473,6 +473,10 @@ async fn check_and_record(
             message: message.clone(),
         },
     );
+    if phase.is_some() {
+        ctx.metrics
+            .set_checked(&namespace, &name, obj.default, now, period);
+    }
     ctx.metrics
         .set_phase(&namespace, &name, phase.or(Some(Phase::Unknown)));
     ctx.metrics.count_reconcile(ReconcileResult::Checked);

@@ -81,6 +81,9 @@ fn promtool_check_rules_accepts_the_prometheusrule_and_every_alert_says_what_to_
     for name in [
         "BackupStorageLocationUnavailable",
         "BackupStorageLocationsAllUnavailable",
+        "BackupStorageLocationNoDefault",
+        "BackupStorageLocationDefaultUnavailable",
+        "BackupStorageLocationNotValidated",
         "BslSentinelNoLeader",
         "BslSentinelChecksStopped",
         "BslSentinelStatusWritesFailing",
