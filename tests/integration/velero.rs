@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::control_plane::free_port;
 use crate::support::sentinel::Sentinel;
-use crate::support::storage::{Location, SeaweedFs};
+use crate::support::storage::{Location, SeaweedFs, put_all};
 use crate::support::velero::{self, VeleroServer};
+use crate::support::webhook::{SecretMount, register};
 use crate::support::{ControlPlane, Crd, Kubectl, eventually};
 
 fn apply_bsl(kubectl: &Kubectl, ns: &str, name: &str, location: &Location) {
@@ -499,4 +500,299 @@ async fn with_velero_validating_only_at_start_bsl_sentinel_is_the_only_writer_af
     )
     .await;
     assert!(server.is_running(), "{}", server.log_text());
+}
+
+/// bsl-sentinel in README's webhook-only mode: the real binary with `--reconciler=false`,
+/// serving the webhook (webhook-config/ as shipped) for `ns` only.
+async fn webhook_only(plane: &'static ControlPlane, ns: &str) -> (Sentinel, SecretMount) {
+    let mount = SecretMount::new(&plane.dir.join(format!("webhook-only-{ns}")));
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (addr_arg, cert, key) = (
+        addr.to_string(),
+        mount.cert().display().to_string(),
+        mount.key().display().to_string(),
+    );
+    let sentinel = Sentinel::start(
+        plane,
+        ns,
+        "webhook-only",
+        &[
+            "--webhook=true",
+            "--reconciler=false",
+            "--webhook-addr",
+            &addr_arg,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+    )
+    .await;
+    register(&plane.kubectl(), ns, addr, &mount.ca.cert_pem()).await;
+    (sentinel, mount)
+}
+
+/// Webhook-only mode beside a Velero server that validates with its default settings: every
+/// write Velero makes lands. Its status writes (validation, backup sync's lastSyncedTime) are
+/// never sent to the webhook (matchConditions), and the spec writes of its CLI (a create, the
+/// default moved from one BSL to another) are reviewed and admitted, while a malformed spec
+/// edit in the same namespace is still denied.
+async fn webhook_only_admits_every_velero_write(crd: Crd) {
+    let plane = ControlPlane::get(crd);
+    velero::install_crds(plane, crd);
+    let kubectl = plane.kubectl();
+    let ns = plane.namespace("velero-webhook-only");
+    let s3 = SeaweedFs::shared();
+    let bucket = format!("{ns}-backups");
+    s3.create_bucket(&bucket).await;
+    let (sentinel, _mount) = webhook_only(plane, &ns).await;
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let every = json!({"validationFrequency": "3s"});
+    apply_bsl_with(
+        &kubectl,
+        &ns,
+        "good",
+        &s3.location(&bucket, None),
+        json!({"validationFrequency": "3s", "default": true}),
+    );
+    apply_bsl_with(
+        &kubectl,
+        &ns,
+        "bad",
+        &s3.location_via(&closed, &bucket, None),
+        every,
+    );
+    let writes = StatusWrites::watch(plane, &ns, "bad");
+    let mut server = VeleroServer::start(plane, &ns, &["--backup-sync-period=2s"]);
+
+    // Velero's own validation writes, round after round.
+    wait_phase(&kubectl, &ns, "good", "Available").await;
+    eventually(
+        "several validation rounds by Velero",
+        Duration::from_secs(60),
+        || async {
+            let seen = writes.seen();
+            let velero = seen
+                .iter()
+                .filter(|w| w.contains("is unavailable: rpc error:"))
+                .count();
+            if velero >= 3 {
+                Ok(())
+            } else {
+                Err(seen.join("\n"))
+            }
+        },
+    )
+    .await;
+    assert!(
+        writes.seen().iter().all(|w| !ours(w, "bad")),
+        "bsl-sentinel wrote status in webhook-only mode: {:?}",
+        writes.seen()
+    );
+
+    // Velero's CLI: a create, then the default moved to it (spec updates).
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud"},
+                        "stringData": {"cloud": s3.credentials()}});
+    assert!(kubectl.apply(&ns, &secret.to_string()).success);
+    let config = format!(
+        "region=us-east-1,s3ForcePathStyle=true,s3Url={}",
+        s3.endpoint
+    );
+    let out = velero::cli(
+        plane,
+        &ns,
+        &[
+            "backup-location",
+            "create",
+            "second",
+            "--provider",
+            "aws",
+            "--bucket",
+            &bucket,
+            "--config",
+            &config,
+            "--credential",
+            "cloud=cloud",
+        ],
+    );
+    assert!(out.success, "velero backup-location create: {}", out.stderr);
+    // Velero's CLI moves the default in two steps (it refuses a second default).
+    for (name, flag) in [("good", "--default=false"), ("second", "--default")] {
+        let out = velero::cli(plane, &ns, &["backup-location", "set", name, flag]);
+        assert!(
+            out.success,
+            "velero backup-location set {name} {flag}: {}",
+            out.stderr
+        );
+    }
+    let default = |name: &str| {
+        let out = kubectl.ok(&[
+            "get",
+            "bsl",
+            name,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.default}",
+        ]);
+        out.stdout == "true"
+    };
+    assert!(
+        default("second") && !default("good"),
+        "the default did not move"
+    );
+    wait_phase(&kubectl, &ns, "second", "Available").await;
+
+    // The webhook reviews spec edits in this namespace all along: a malformed one is denied.
+    let out = kubectl.run(&[
+        "patch",
+        "bsl",
+        "bad",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"objectStorage":{"bucket":"a/b"}}}"#,
+    ]);
+    assert!(!out.success, "a malformed edit was admitted");
+    assert!(
+        out.stderr.contains("spec.objectStorage.bucket"),
+        "{}",
+        out.stderr
+    );
+    // Backup sync's write. Velero queues its sync once a minute, and its first round (at start)
+    // skipped the BSLs that had no phase yet.
+    eventually("Velero's backup sync", Duration::from_secs(90), || async {
+        let status = bsl_status(&kubectl, &ns, "second");
+        if status["lastSyncedTime"].is_string() {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    let velero_log = server.log_text();
+    for refused in ["denied the request", "admission webhook"] {
+        assert!(
+            !velero_log.contains(refused),
+            "a Velero write was refused ({refused}):\n{velero_log}"
+        );
+    }
+    assert!(server.is_running(), "{velero_log}");
+    let log = sentinel.log_text();
+    assert!(
+        !log.contains("Forbidden") && !log.contains("ERROR"),
+        "bsl-sentinel logged an error:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_only_admits_every_velero_write_on_velero_crd() {
+    webhook_only_admits_every_velero_write(Crd::Velero).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_only_admits_every_velero_write_on_the_projects_crd() {
+    webhook_only_admits_every_velero_write(Crd::Project).await;
+}
+
+/// `status.lastValidationTime` changes, then the status: the next write after `before`.
+async fn next_validation(kubectl: &Kubectl, ns: &str, name: &str, before: &Value) -> Value {
+    eventually(
+        &format!("a new validation of {name}"),
+        Duration::from_secs(60),
+        || async {
+            let status = bsl_status(kubectl, ns, name);
+            if status["lastValidationTime"].is_string() && status["lastValidationTime"] != *before {
+                Ok(status)
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+    .await
+}
+
+/// Velero's layout rule and bsl-sentinel's agree, each validating alone in turn: a prefix that
+/// Velero itself wrote a backup under is Available for both; once foreign top-level
+/// directories appear there, it is Unavailable for both, naming the same directories.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_and_bsl_sentinel_agree_on_the_layout_of_a_bucket_velero_wrote() {
+    let plane = ControlPlane::get(Crd::Velero);
+    velero::install_crds(plane, Crd::Velero);
+    let kubectl = plane.kubectl();
+    let ns = plane.namespace("velero-layout");
+    let app = plane.namespace("velero-layout-app");
+    kubectl.ok(&[
+        "create",
+        "configmap",
+        "app-settings",
+        "-n",
+        &app,
+        "--from-literal=k=v",
+    ]);
+    let s3 = SeaweedFs::shared();
+    let bucket = format!("{ns}-backups");
+    s3.create_bucket(&bucket).await;
+    apply_bsl_with(
+        &kubectl,
+        &ns,
+        "primary",
+        &s3.location(&bucket, Some("cluster-a")),
+        json!({"validationFrequency": "3s"}),
+    );
+    let server = VeleroServer::start(plane, &ns, &[]);
+    wait_phase(&kubectl, &ns, "primary", "Available").await;
+    let done = backup(plane, &ns, "first", &app, "primary");
+    assert_eq!(done["status"]["phase"], "Completed", "{done}");
+    let store = s3.store(&bucket);
+    let written = objects_under(&*store, "cluster-a").await;
+    assert!(
+        written
+            .iter()
+            .any(|k| k.starts_with("cluster-a/backups/first/")),
+        "{written:?}"
+    );
+    drop(server);
+
+    // bsl-sentinel alone on what Velero wrote.
+    let before = bsl_status(&kubectl, &ns, "primary")["lastValidationTime"].clone();
+    let sentinel = Sentinel::start(plane, &ns, "velero-layout", &[]).await;
+    let ours_ok = next_validation(&kubectl, &ns, "primary", &before).await;
+    assert_eq!(ours_ok["phase"], "Available", "{ours_ok}");
+
+    // Two foreign top-level directories beside Velero's.
+    put_all(
+        &*store,
+        &["cluster-a/exports/2026.csv", "cluster-a/tmp/scratch"],
+    )
+    .await;
+    wait_phase(&kubectl, &ns, "primary", "Unavailable").await;
+    let ours_bad = bsl_status(&kubectl, &ns, "primary");
+    drop(sentinel);
+
+    // Velero alone on the same prefix.
+    let server = VeleroServer::start(plane, &ns, &[]);
+    let theirs = next_validation(&kubectl, &ns, "primary", &ours_bad["lastValidationTime"]).await;
+    drop(server);
+    assert_eq!(theirs["phase"], "Unavailable", "{theirs}");
+    let named = |status: &Value| {
+        let message = status["message"].as_str().unwrap_or_default().to_string();
+        let list = message
+            .split_once("invalid top-level directories: [")
+            .and_then(|(_, rest)| rest.split_once(']'))
+            .map(|(dirs, _)| dirs.to_string());
+        (list, message)
+    };
+    let (ours_dirs, ours_message) = named(&ours_bad);
+    let (their_dirs, their_message) = named(&theirs);
+    assert_eq!(
+        ours_dirs.as_deref(),
+        Some("exports tmp"),
+        "bsl-sentinel: {ours_message}"
+    );
+    assert_eq!(
+        their_dirs, ours_dirs,
+        "Velero: {their_message}\nbsl-sentinel: {ours_message}"
+    );
 }

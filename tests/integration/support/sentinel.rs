@@ -33,7 +33,8 @@ pub fn binary() -> PathBuf {
 }
 
 impl Sentinel {
-    /// `serve --webhook=false` with short intervals; `extra` adds or overrides flags.
+    /// `serve --webhook=false` with short intervals; `extra` adds or overrides flags
+    /// (`--webhook=true` among them serves the webhook too).
     pub async fn start(
         plane: &ControlPlane,
         namespace: &str,
@@ -62,14 +63,10 @@ impl Sentinel {
             .env("RUST_LOG", "info,bsl_sentinel=debug")
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
-            .args([
-                "serve",
-                "--webhook=false",
-                "--namespace",
-                namespace,
-                "--identity",
-                identity,
-            ])
+            .arg("serve")
+            // The reconciler alone, unless `extra` turns the webhook on.
+            .args((!extra.iter().any(|a| a.starts_with("--webhook="))).then_some("--webhook=false"))
+            .args(["--namespace", namespace, "--identity", identity])
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
             .args(extra)
             .envs(env.iter().copied());

@@ -629,7 +629,8 @@ pub fn test_ca_pem() -> String {
     test_ca().cert_pem()
 }
 
-async fn put_all(store: &dyn ObjectStore, keys: &[&str]) {
+/// Writes one small object at each key.
+pub async fn put_all(store: &dyn ObjectStore, keys: &[&str]) {
     for key in keys {
         store
             .put(&StorePath::from(*key), PutPayload::from_static(b"x"))
