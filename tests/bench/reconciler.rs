@@ -7,7 +7,12 @@
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- \
 //!     [--sizes 1000,10000] [--faults dead,silent,slow]
+//!     [--against-velero [--cap 180]]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
+//!
+//! --against-velero runs the dead-port and silent-endpoint cases on Velero's stock CRD, first
+//! with the real `velero server` validating the BSLs (its defaults), then with bsl-sentinel,
+//! each in a namespace of its own, and stops waiting on either after --cap seconds.
 
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
@@ -201,6 +206,45 @@ fn secs(d: Option<Duration>) -> String {
         .unwrap_or_else(|| "  never".into())
 }
 
+/// The secret every BSL's credential names, with the storage server's keys.
+fn credential_secret(kubectl: &support::Kubectl, ns: &str, s3: &SeaweedFs) {
+    let credentials = base64::engine::general_purpose::STANDARD.encode(s3.credentials());
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"}, "data": {"cloud": credentials}});
+    assert!(kubectl.apply(ns, &secret.to_string()).success);
+}
+
+/// `n` BSLs named bsl-00000.., bsl-00001 the default; the faulty ones point at `bad_url`.
+fn create_bsls(
+    kubectl: &support::Kubectl,
+    ns: &str,
+    n: usize,
+    endpoint: &str,
+    bad_url: &str,
+    is_faulty: impl Fn(usize) -> bool,
+) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let items: Vec<Value> = chunk
+            .iter()
+            .map(|i| {
+                let url = if is_faulty(*i) { bad_url } else { endpoint };
+                json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("bsl-{i:05}")},
+                       "spec": {"provider": "aws", "default": *i == 1, "objectStorage": {"bucket": "bench", "prefix": "velero"},
+                                "credential": {"name": "cloud-credentials", "key": "cloud"},
+                                "config": {"region": "us-east-1", "s3Url": url, "s3ForcePathStyle": "true"}}})
+            })
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let out = kubectl.run_with_stdin(&["create", "-n", ns, "-f", "-"], &list.to_string());
+        assert!(out.success, "{}", out.stderr);
+    }
+}
+
+fn faulty_name(name: &str, is_faulty: impl Fn(usize) -> bool) -> bool {
+    name.strip_prefix("bsl-")
+        .and_then(|i| i.parse::<usize>().ok())
+        .is_some_and(is_faulty)
+}
+
 /// One run: `n` BSLs, every tenth on the fault's endpoint. Returns the time to all healthy
 /// phased, for the ratio to the run without a fault.
 async fn run(
@@ -226,25 +270,8 @@ async fn run(
     let is_faulty = |i: usize| fault != Fault::None && i.is_multiple_of(10);
     let ns = plane.namespace(&format!("bench-{n}-{fault:?}").to_lowercase());
     let kubectl = plane.kubectl();
-    let credentials = base64::engine::general_purpose::STANDARD.encode(s3.credentials());
-    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"}, "data": {"cloud": credentials}});
-    assert!(kubectl.apply(&ns, &secret.to_string()).success);
-
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let items: Vec<Value> = chunk
-            .iter()
-            .map(|i| {
-                let url = if is_faulty(*i) { &bad_url } else { &endpoint };
-                json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": format!("bsl-{i:05}")},
-                       "spec": {"provider": "aws", "default": *i == 1, "objectStorage": {"bucket": "bench", "prefix": "velero"},
-                                "credential": {"name": "cloud-credentials", "key": "cloud"},
-                                "config": {"region": "us-east-1", "s3Url": url, "s3ForcePathStyle": "true"}}})
-            })
-            .collect();
-        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-        let out = kubectl.run_with_stdin(&["create", "-n", &ns, "-f", "-"], &list.to_string());
-        assert!(out.success, "{}", out.stderr);
-    }
+    credential_secret(&kubectl, &ns, s3);
+    create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
 
     let started = Instant::now();
     let sentinel = Sentinel::start(
@@ -262,14 +289,18 @@ async fn run(
     )
     .await;
     let pid = sentinel.pid();
-    let faulty_name = |name: &str| {
-        name.strip_prefix("bsl-")
-            .and_then(|i| i.parse::<usize>().ok())
-            .is_some_and(is_faulty)
-    };
     let limit = Duration::from_secs(if fault == Fault::Slow { 180 } else { 600 });
     let healthy = (0..n).filter(|i| !is_faulty(*i)).count();
-    let phased = wait_phased(plane, &ns, n, healthy, faulty_name, started, limit).await;
+    let phased = wait_phased(
+        plane,
+        &ns,
+        n,
+        healthy,
+        |b| faulty_name(b, is_faulty),
+        started,
+        limit,
+    )
+    .await;
     let requests = counters.requests.load(Ordering::SeqCst);
     let ratio = match (phased.healthy, baseline) {
         (Some(h), Some(b)) => format!("{:.2}x", h.as_secs_f64() / b.as_secs_f64()),
@@ -296,6 +327,108 @@ async fn run(
     phased.healthy
 }
 
+/// Who phases the BSLs in the comparison with Velero.
+#[derive(Clone, Copy, Debug)]
+enum Validator {
+    Velero,
+    Sentinel,
+}
+
+/// The validator's process, kept alive while the BSLs are watched.
+enum Running {
+    Velero(support::velero::VeleroServer),
+    Sentinel(Sentinel),
+}
+
+impl Running {
+    fn pid(&self) -> u32 {
+        match self {
+            Running::Velero(v) => v.pid(),
+            Running::Sentinel(s) => s.pid(),
+        }
+    }
+}
+
+/// The same 1,000-BSL fault runs with Velero's own validation and with bsl-sentinel's, on
+/// Velero's stock CRD; Velero's time is cut at `cap`.
+async fn against_velero(n: usize, cap: Duration) {
+    let plane = ControlPlane::get(Crd::Velero);
+    support::velero::install_crds(plane, Crd::Velero);
+    let s3 = SeaweedFs::shared();
+    s3.seed("bench", &["velero/backups/b/velero-backup.json"])
+        .await;
+    println!(
+        "Velero v1.18.3 (default validation) beside bsl-sentinel, {n} BSLs on Velero's CRD, every tenth faulty, cut at {}s, {} cores",
+        cap.as_secs(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    let endpoint = s3.endpoint.clone();
+    let upstream = endpoint.trim_start_matches("http://").to_string();
+    let is_faulty = |i: usize| i.is_multiple_of(10);
+    let healthy = (0..n).filter(|i| !is_faulty(*i)).count();
+    for fault in [Fault::Dead, Fault::Silent] {
+        let silent = (fault == Fault::Silent).then(|| Faulty::start(&upstream, Mode::Silent));
+        let bad_url = match &silent {
+            Some(f) => f.url(),
+            None => format!("http://127.0.0.1:{}", free_port()),
+        };
+        for validator in [Validator::Velero, Validator::Sentinel] {
+            let ns = plane.namespace(&format!("vs-{validator:?}-{fault:?}").to_lowercase());
+            let kubectl = plane.kubectl();
+            credential_secret(&kubectl, &ns, s3);
+            create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
+            let started = Instant::now();
+            let running = match validator {
+                Validator::Velero => {
+                    Running::Velero(support::velero::VeleroServer::start(plane, &ns, &[]))
+                }
+                Validator::Sentinel => Running::Sentinel(
+                    Sentinel::start(
+                        plane,
+                        &ns,
+                        "bench",
+                        &[
+                            "--validation-frequency",
+                            "1h",
+                            "--check-timeout",
+                            "10s",
+                            "--lease-duration",
+                            "15s",
+                        ],
+                    )
+                    .await,
+                ),
+            };
+            let phased = wait_phased(
+                plane,
+                &ns,
+                n,
+                healthy,
+                |b| faulty_name(b, is_faulty),
+                started,
+                cap,
+            )
+            .await;
+            // Velero's plugins run as child processes; the figure is the server process alone.
+            println!(
+                "{:<12} {:<26} | healthy phased in {} | all phased in {} ({} Available, {} Unavailable, {} without a phase) | peak RSS {:.1} MiB",
+                format!("{validator:?}"),
+                fault.label(),
+                secs(phased.healthy),
+                secs(phased.all),
+                phased.counts.0,
+                phased.counts.1,
+                phased.counts.2,
+                peak_rss_mib(running.pid()),
+            );
+            drop(running);
+            kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let sizes: Vec<usize> = arg("--sizes")
@@ -303,6 +436,17 @@ async fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    if std::env::args().any(|a| a == "--against-velero") {
+        let cap = arg("--cap").map_or(Ok(180), |c| c.parse::<u64>());
+        let Ok(cap) = cap else {
+            eprintln!("--cap takes whole seconds");
+            std::process::exit(2);
+        };
+        for n in sizes {
+            against_velero(n, Duration::from_secs(cap)).await;
+        }
+        return;
+    }
     let plane = ControlPlane::get(Crd::Project);
     let s3 = SeaweedFs::shared();
     s3.seed("bench", &["velero/backups/b/velero-backup.json"])
