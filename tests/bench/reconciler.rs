@@ -136,6 +136,21 @@ enum Fault {
 }
 
 impl Fault {
+    /// The faulty BSLs' URL, and the endpoint behind it to keep alive while they are checked
+    /// (none for a dead port, or with no fault).
+    fn endpoint(self, upstream: &str) -> (Option<Faulty>, String) {
+        let faulty = match self {
+            Fault::None | Fault::Dead => None,
+            Fault::Silent => Some(Faulty::start(upstream, Mode::Silent)),
+            Fault::Slow => Some(Faulty::start(upstream, Mode::Slow(Duration::from_secs(5)))),
+        };
+        let url = match &faulty {
+            Some(f) => f.url(),
+            None => format!("http://127.0.0.1:{}", free_port()),
+        };
+        (faulty, url)
+    }
+
     fn label(self) -> &'static str {
         match self {
             Fault::None => "no fault",
@@ -245,6 +260,33 @@ fn faulty_name(name: &str, is_faulty: impl Fn(usize) -> bool) -> bool {
         .is_some_and(is_faulty)
 }
 
+/// bsl-sentinel as every run starts it: one check per BSL in the run (no second round).
+async fn start_sentinel(plane: &ControlPlane, ns: &str) -> Sentinel {
+    let flags = [
+        "--validation-frequency",
+        "1h",
+        "--check-timeout",
+        "10s",
+        "--lease-duration",
+        "15s",
+    ];
+    Sentinel::start(plane, ns, "bench", &flags).await
+}
+
+/// The shared storage server with the bucket every healthy BSL points at.
+async fn seeded_storage() -> &'static SeaweedFs {
+    let s3 = SeaweedFs::shared();
+    s3.seed("bench", &["velero/backups/b/velero-backup.json"])
+        .await;
+    s3
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
 /// One run: `n` BSLs, every tenth on the fault's endpoint. Returns the time to all healthy
 /// phased, for the ratio to the run without a fault.
 async fn run(
@@ -258,15 +300,7 @@ async fn run(
     let upstream = s3.endpoint.trim_start_matches("http://").to_string();
     let port = proxy(upstream.clone(), counters.clone()).await;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let faulty_endpoint = match fault {
-        Fault::None | Fault::Dead => None,
-        Fault::Silent => Some(Faulty::start(&upstream, Mode::Silent)),
-        Fault::Slow => Some(Faulty::start(&upstream, Mode::Slow(Duration::from_secs(5)))),
-    };
-    let bad_url = match &faulty_endpoint {
-        Some(f) => f.url(),
-        None => format!("http://127.0.0.1:{}", free_port()),
-    };
+    let (faulty_endpoint, bad_url) = fault.endpoint(&upstream);
     let is_faulty = |i: usize| fault != Fault::None && i.is_multiple_of(10);
     let ns = plane.namespace(&format!("bench-{n}-{fault:?}").to_lowercase());
     let kubectl = plane.kubectl();
@@ -274,20 +308,7 @@ async fn run(
     create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
 
     let started = Instant::now();
-    let sentinel = Sentinel::start(
-        plane,
-        &ns,
-        "bench",
-        &[
-            "--validation-frequency",
-            "1h",
-            "--check-timeout",
-            "10s",
-            "--lease-duration",
-            "15s",
-        ],
-    )
-    .await;
+    let sentinel = start_sentinel(plane, &ns).await;
     let pid = sentinel.pid();
     let limit = Duration::from_secs(if fault == Fault::Slow { 180 } else { 600 });
     let healthy = (0..n).filter(|i| !is_faulty(*i)).count();
@@ -354,26 +375,18 @@ impl Running {
 async fn against_velero(n: usize, cap: Duration) {
     let plane = ControlPlane::get(Crd::Velero);
     support::velero::install_crds(plane, Crd::Velero);
-    let s3 = SeaweedFs::shared();
-    s3.seed("bench", &["velero/backups/b/velero-backup.json"])
-        .await;
+    let s3 = seeded_storage().await;
     println!(
         "Velero v1.18.3 (default validation) beside bsl-sentinel, {n} BSLs on Velero's CRD, every tenth faulty, cut at {}s, {} cores",
         cap.as_secs(),
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+        cores()
     );
     let endpoint = s3.endpoint.clone();
     let upstream = endpoint.trim_start_matches("http://").to_string();
     let is_faulty = |i: usize| i.is_multiple_of(10);
     let healthy = (0..n).filter(|i| !is_faulty(*i)).count();
     for fault in [Fault::Dead, Fault::Silent] {
-        let silent = (fault == Fault::Silent).then(|| Faulty::start(&upstream, Mode::Silent));
-        let bad_url = match &silent {
-            Some(f) => f.url(),
-            None => format!("http://127.0.0.1:{}", free_port()),
-        };
+        let (_faulty_endpoint, bad_url) = fault.endpoint(&upstream);
         for validator in [Validator::Velero, Validator::Sentinel] {
             let ns = plane.namespace(&format!("vs-{validator:?}-{fault:?}").to_lowercase());
             let kubectl = plane.kubectl();
@@ -384,22 +397,7 @@ async fn against_velero(n: usize, cap: Duration) {
                 Validator::Velero => {
                     Running::Velero(support::velero::VeleroServer::start(plane, &ns, &[]))
                 }
-                Validator::Sentinel => Running::Sentinel(
-                    Sentinel::start(
-                        plane,
-                        &ns,
-                        "bench",
-                        &[
-                            "--validation-frequency",
-                            "1h",
-                            "--check-timeout",
-                            "10s",
-                            "--lease-duration",
-                            "15s",
-                        ],
-                    )
-                    .await,
-                ),
+                Validator::Sentinel => Running::Sentinel(start_sentinel(plane, &ns).await),
             };
             let phased = wait_phased(
                 plane,
@@ -448,14 +446,10 @@ async fn main() {
         return;
     }
     let plane = ControlPlane::get(Crd::Project);
-    let s3 = SeaweedFs::shared();
-    s3.seed("bench", &["velero/backups/b/velero-backup.json"])
-        .await;
+    let s3 = seeded_storage().await;
     println!(
         "bsl-sentinel reconciler, one SeaweedFS endpoint behind a counting proxy, {} cores",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+        cores()
     );
     let faults: Vec<Fault> = match arg("--faults").as_deref() {
         None => vec![Fault::None, Fault::Dead, Fault::Silent, Fault::Slow],

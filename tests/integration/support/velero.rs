@@ -140,6 +140,10 @@ impl VeleroServer {
         server
     }
 
+    #[allow(
+        dead_code,
+        reason = "bench-reconciler reads the server's RSS; no test needs it"
+    )]
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(Child::id).unwrap_or_default()
     }
