@@ -7,8 +7,13 @@
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- \
 //!     [--sizes 1000,10000] [--faults dead,silent,slow]
-//!     [--against-velero [--cap 180]]
+//!     [--floor] [--against-velero [--cap 180]]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
+//!
+//! --floor adds, after each run without a fault, the floor of that run: a bare client that
+//! merge-patches the same status onto the same number of fresh BSLs, 32 at a time (as many as
+//! bsl-sentinel writes at once), watched the same way; with the apiserver's CPU seconds per
+//! 1,000 BSLs phased for both.
 //!
 //! --against-velero runs the dead-port and silent-endpoint cases on Velero's stock CRD, first
 //! with the real `velero server` validating the BSLs (its defaults), then with bsl-sentinel,
@@ -27,6 +32,7 @@ use std::collections::HashMap;
 use base64::Engine;
 use bsl_sentinel::bsl::{BackupStorageLocation, Phase};
 use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -287,15 +293,92 @@ fn cores() -> usize {
         .unwrap_or(1)
 }
 
-/// One run: `n` BSLs, every tenth on the fault's endpoint. Returns the time to all healthy
-/// phased, for the ratio to the run without a fault.
+/// The kube-apiserver serving `plane`: its user and system CPU seconds so far.
+fn apiserver_cpu_secs(plane: &ControlPlane) -> f64 {
+    let port = plane.server.rsplit(':').next().unwrap_or_default();
+    let flag = format!("--secure-port={port}");
+    // SAFETY: sysconf reads a constant of the running system.
+    #[allow(unsafe_code)]
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == flag.as_bytes()))
+        })
+        .and_then(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .and_then(|stat| {
+            // The fields after the command name, which is in parentheses and may hold spaces.
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / ticks)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The floor of a run without a fault: `n` fresh BSLs given the status a check writes by a
+/// bare client, 32 patches at a time, timed to all phased as the watch sees it.
+async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> (Option<Duration>, f64) {
+    let ns = plane.namespace(&format!("floor-{n}"));
+    let kubectl = plane.kubectl();
+    credential_secret(&kubectl, &ns, s3);
+    create_bsls(&kubectl, &ns, n, &s3.endpoint, &s3.endpoint, |_| false);
+    let api: Api<BackupStorageLocation> = Api::namespaced(plane.client().await, &ns);
+    let cpu = apiserver_cpu_secs(plane);
+    let started = Instant::now();
+    let writes = futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let status = json!({"status": {"phase": "Available", "message": "BackupStorageLocation is valid",
+                    "lastValidationTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
+                api.patch(&format!("bsl-{i:05}"), &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .map(drop)
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>();
+    let watched = wait_phased(
+        plane,
+        &ns,
+        n,
+        n,
+        |_| false,
+        started,
+        Duration::from_secs(600),
+    );
+    let (results, phased) = tokio::join!(writes, watched);
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    assert_eq!(
+        failed,
+        0,
+        "the floor's patches failed: {:?}",
+        results.iter().find(|r| r.is_err())
+    );
+    let cpu = apiserver_cpu_secs(plane) - cpu;
+    kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
+    (phased.all, cpu)
+}
+
+/// What one run measured: the ratios to the run without a fault and to the floor use these.
+struct Measured {
+    healthy: Option<Duration>,
+    all: Option<Duration>,
+    apiserver_cpu: f64,
+}
+
+/// One run: `n` BSLs, every tenth on the fault's endpoint.
 async fn run(
     plane: &'static ControlPlane,
     s3: &SeaweedFs,
     n: usize,
     fault: Fault,
     baseline: Option<Duration>,
-) -> Option<Duration> {
+) -> Measured {
     let counters = Arc::new(Counters::default());
     let upstream = s3.endpoint.trim_start_matches("http://").to_string();
     let port = proxy(upstream.clone(), counters.clone()).await;
@@ -307,6 +390,7 @@ async fn run(
     credential_secret(&kubectl, &ns, s3);
     create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
 
+    let cpu = apiserver_cpu_secs(plane);
     let started = Instant::now();
     let sentinel = start_sentinel(plane, &ns).await;
     let pid = sentinel.pid();
@@ -322,6 +406,7 @@ async fn run(
         limit,
     )
     .await;
+    let apiserver_cpu = apiserver_cpu_secs(plane) - cpu;
     let requests = counters.requests.load(Ordering::SeqCst);
     let ratio = match (phased.healthy, baseline) {
         (Some(h), Some(b)) => format!("{:.2}x", h.as_secs_f64() / b.as_secs_f64()),
@@ -345,7 +430,11 @@ async fn run(
     );
     drop(sentinel);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
-    phased.healthy
+    Measured {
+        healthy: phased.healthy,
+        all: phased.all,
+        apiserver_cpu,
+    }
 }
 
 /// Who phases the BSLs in the comparison with Velero.
@@ -464,10 +553,26 @@ async fn main() {
             })
             .collect(),
     };
+    let with_floor = std::env::args().any(|a| a == "--floor");
     for n in sizes {
         let baseline = run(plane, s3, n, Fault::None, None).await;
+        if with_floor {
+            let (floor_all, floor_cpu) = floor(plane, s3, n).await;
+            let ratio = match (baseline.all, floor_all) {
+                (Some(b), Some(f)) => format!("{:.2}x", b.as_secs_f64() / f.as_secs_f64()),
+                _ => "  -  ".into(),
+            };
+            let per_1000 = |cpu: f64| cpu * 1000.0 / n as f64;
+            println!(
+                "{n:>6} BSLs, floor: a bare client's merge patches, 32 at a time | all phased in {} | bsl-sentinel {ratio} of it | apiserver CPU per 1,000 BSLs phased: bsl-sentinel {:.2}s, floor {:.2}s ({:.2}x)",
+                secs(floor_all),
+                per_1000(baseline.apiserver_cpu),
+                per_1000(floor_cpu),
+                baseline.apiserver_cpu / floor_cpu.max(f64::EPSILON),
+            );
+        }
         for fault in faults.iter().filter(|f| **f != Fault::None) {
-            run(plane, s3, n, *fault, baseline).await;
+            run(plane, s3, n, *fault, baseline.healthy).await;
         }
     }
 }
