@@ -3,10 +3,17 @@
 //! request's scheduled send time, so queueing counts) and at saturation (closed loop).
 //!
 //! cargo run --release --example bench-webhook -- [--connections 32] [--seconds 5] [--workers 2]
+//! cargo build --release && cargo run --release --example bench-webhook -- --external [--callgrind 5000]
+//!
+//! `--external` drives the release binary in its own process instead, beside nginx as the
+//! floor (see webhook_external.rs).
 
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
 mod support;
+
+#[path = "webhook_external.rs"]
+mod external;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
@@ -235,13 +242,6 @@ async fn main() {
     let connections = arg("--connections", 32) as usize;
     let seconds = arg("--seconds", 5);
     let workers = arg("--workers", 1) as usize;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let mount = SecretMount::new(&dir.path().join("tls"));
-    let cert = ReloadingCert::load(&mount.cert(), &mount.key()).unwrap_or_else(|e| panic!("{e}"));
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| panic!("{e}"));
-    let (server, addr) = webhook::serve(listener, &cert, State::new(Cluster), workers)
-        .unwrap_or_else(|e| panic!("{e}"));
-    tokio::spawn(server);
     let body = body();
     let request = Bytes::from(
         [
@@ -250,6 +250,27 @@ async fn main() {
         ]
         .concat(),
     );
+    if std::env::args().any(|a| a == "--external") {
+        let callgrind = std::env::args()
+            .any(|a| a == "--callgrind")
+            .then(|| arg("--callgrind", 5_000) as usize);
+        return external::main(external::Setup {
+            connections,
+            seconds,
+            workers,
+            body,
+            request,
+            callgrind,
+        })
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mount = SecretMount::new(&dir.path().join("tls"));
+    let cert = ReloadingCert::load(&mount.cert(), &mount.key()).unwrap_or_else(|e| panic!("{e}"));
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| panic!("{e}"));
+    let (server, addr) = webhook::serve(listener, &cert, State::new(Cluster), workers)
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(server);
     let ca = mount.ca.cert_pem();
     println!(
         "webhook /validate over TLS keep-alive, {} byte AdmissionReview, {connections} connections, {workers} server worker(s), {seconds}s per step, {} cores",
