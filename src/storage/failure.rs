@@ -182,20 +182,38 @@ pub fn sanitize(message: &str, secrets: &[String]) -> String {
     if out.chars().count() > MAX_MESSAGE {
         out = out.chars().take(MAX_MESSAGE - 3).collect::<String>() + "...";
     }
+    // The placeholder beside what followed a secret can spell it again ("REDACTED" then
+    // "xxxxxxx" for the secret "Dxxxxxxx"): such a message is withheld, not shown.
+    if secrets
+        .iter()
+        .flat_map(|s| secret_forms(s))
+        .any(|form| out.contains(form.as_str()))
+    {
+        return WITHHELD.to_string();
+    }
     out
 }
 
+const WITHHELD: &str = "(message withheld: it still spelled a credential after redaction)";
+
 fn redact(text: &mut String, secrets: &[String]) {
-    for secret in secrets {
-        // Short values would redact ordinary words; real secrets are long.
-        if secret.len() >= 8 {
-            *text = text.replace(secret.as_str(), "REDACTED");
-            let collapsed = secret.split_whitespace().collect::<Vec<_>>().join(" ");
-            if collapsed.len() >= 8 && collapsed != *secret {
-                *text = text.replace(&collapsed, "REDACTED");
-            }
-        }
+    for form in secrets.iter().flat_map(|s| secret_forms(s)) {
+        *text = text.replace(form.as_str(), "REDACTED");
     }
+}
+
+/// A secret as given and with its whitespace collapsed; none for a short value, which would
+/// redact ordinary words (real secrets are long).
+fn secret_forms(secret: &str) -> Vec<String> {
+    if secret.len() < 8 {
+        return vec![];
+    }
+    let collapsed = secret.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut forms = vec![secret.to_string()];
+    if collapsed.len() >= 8 && collapsed != secret {
+        forms.push(collapsed);
+    }
+    forms
 }
 
 /// Replaces the value of every SAS parameter in query strings (`?sig=...&se=...`).
@@ -279,6 +297,24 @@ mod tests {
              failed with key REDACTED"
         );
         assert_eq!(redact_sas("?SIG=x&comp=list"), "?SIG=REDACTED&comp=list");
+    }
+
+    /// Found by the sanitize fuzz target: the placeholder's last letter and what followed
+    /// the secret spelled the secret again.
+    #[test]
+    fn sanitize_never_lets_the_placeholder_spell_a_secret() {
+        let secret = "D\0\0\0\0\0\0\0".to_string();
+        let message = format!("ll`DDDDD{}", "\0".repeat(25));
+        let out = sanitize(&message, std::slice::from_ref(&secret));
+        assert!(!out.contains(&secret), "{out:?}");
+        // Each pass of redaction leaves the next spelling: "REDACTE" "REDACTED" "xxxxxxx".
+        let message = format!("key D{}", "x".repeat(21));
+        assert_eq!(sanitize(&message, &["Dxxxxxxx".to_string()]), WITHHELD);
+        // Where the placeholder spells nothing, the message stays.
+        assert_eq!(
+            sanitize("key Dxxxxxxx denied", &["Dxxxxxxx".to_string()]),
+            "key REDACTED denied"
+        );
     }
 
     #[test]
