@@ -2,6 +2,7 @@
 //! planes are shared by all tests; each test works in its own namespace).
 
 mod apiserver_faults;
+mod cel_policy;
 mod cli;
 mod crd_compat;
 mod deploy;
