@@ -23,6 +23,10 @@
 #[path = "../integration/support/mod.rs"]
 mod support;
 
+#[allow(dead_code)]
+#[path = "measure.rs"]
+mod measure;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -35,6 +39,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
+use measure::{apiserver_cpu_secs, cores};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::faults::{Faulty, Mode};
@@ -285,38 +290,6 @@ async fn seeded_storage() -> &'static SeaweedFs {
     s3.seed("bench", &["velero/backups/b/velero-backup.json"])
         .await;
     s3
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
-
-/// The kube-apiserver serving `plane`: its user and system CPU seconds so far.
-fn apiserver_cpu_secs(plane: &ControlPlane) -> f64 {
-    let port = plane.server.rsplit(':').next().unwrap_or_default();
-    let flag = format!("--secure-port={port}");
-    // SAFETY: sysconf reads a constant of the running system.
-    #[allow(unsafe_code)]
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|entry| {
-            std::fs::read(entry.path().join("cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == flag.as_bytes()))
-        })
-        .and_then(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-        .and_then(|stat| {
-            // The fields after the command name, which is in parentheses and may hold spaces.
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let utime: f64 = fields.get(11)?.parse().ok()?;
-            let stime: f64 = fields.get(12)?.parse().ok()?;
-            Some((utime + stime) / ticks)
-        })
-        .unwrap_or(0.0)
 }
 
 /// The floor of a run without a fault: `n` fresh BSLs given the status a check writes by a

@@ -15,6 +15,10 @@ mod support;
 #[path = "webhook_external.rs"]
 mod external;
 
+#[allow(dead_code)]
+#[path = "measure.rs"]
+mod measure;
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,7 @@ use bsl_sentinel::admission::ClusterView;
 use bsl_sentinel::tls::ReloadingCert;
 use bsl_sentinel::webhook::{self, State};
 use bytes::Bytes;
+use measure::pct;
 use serde_json::json;
 use support::https;
 use support::webhook::{SecretMount, review};
@@ -157,14 +162,6 @@ struct Result {
     sent: usize,
     latencies: Vec<Duration>,
     elapsed: Duration,
-}
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
 }
 
 fn report(label: &str, mut r: Result) {

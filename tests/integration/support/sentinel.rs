@@ -54,11 +54,25 @@ impl Sentinel {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Sentinel {
+        let program = binary();
+        Sentinel::start_program(&program, plane, kubeconfig, namespace, identity, extra, env).await
+    }
+
+    /// The same with another build of bsl-sentinel (a bench comparing two).
+    pub async fn start_program(
+        program: &std::path::Path,
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Sentinel {
         let admin = free_port();
         let log = plane
             .dir
             .join(format!("sentinel-{namespace}-{identity}.log"));
-        let mut cmd = Command::new(binary());
+        let mut cmd = Command::new(program);
         cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,bsl_sentinel=debug")
             .env_remove("POD_NAME")

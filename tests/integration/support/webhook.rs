@@ -102,35 +102,49 @@ pub fn review(
     })
 }
 
-/// Registers webhook-config/ as shipped, pointed at a webhook on `addr` (a url clientConfig
-/// with the CA as caBundle: no Service can be routed here) and limited to `namespace`.
+/// Applies webhook-config/`file` as shipped under the name `name`, its webhook called at
+/// `url(shipped path)` (a url clientConfig with the CA as caBundle: no Service can be routed here) and
+/// limited to `namespace`.
+pub fn apply_config(
+    kubectl: &super::Kubectl,
+    file: &str,
+    name: &str,
+    namespace: &str,
+    url: &dyn Fn(&str) -> String,
+    ca_pem: &str,
+) {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let path = super::repo_root().join("webhook-config").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut config: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    config["metadata"]["name"] = json!(name);
+    for webhook in config["webhooks"].as_array_mut().into_iter().flatten() {
+        let path = webhook["clientConfig"]["service"]["path"].clone();
+        let url = url(path.as_str().unwrap_or_default());
+        webhook["clientConfig"] = json!({"url": url, "caBundle": ca});
+        let only_here =
+            json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]});
+        if let Some(exprs) = webhook["namespaceSelector"]["matchExpressions"].as_array_mut() {
+            exprs.push(only_here);
+        }
+    }
+    let out = kubectl.run_with_stdin(&["apply", "-f", "-"], &config.to_string());
+    assert!(out.success, "registering {file}: {}", out.stderr);
+}
+
+/// Registers webhook-config/ as shipped, pointed at a webhook on `addr` and limited to
+/// `namespace`; returns once the apiserver calls it.
 pub async fn register(
     kubectl: &super::Kubectl,
     namespace: &str,
     addr: std::net::SocketAddr,
     ca_pem: &str,
 ) {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let name = format!("bsl-sentinel-{namespace}");
+    let url = |path: &str| format!("https://{addr}{path}");
     for file in ["validating.yaml", "mutating.yaml"] {
-        let path = super::repo_root().join("webhook-config").join(file);
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let mut config: Value =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        config["metadata"]["name"] = json!(format!("bsl-sentinel-{namespace}"));
-        for webhook in config["webhooks"].as_array_mut().into_iter().flatten() {
-            let path = webhook["clientConfig"]["service"]["path"].clone();
-            let path = path.as_str().unwrap_or_default();
-            webhook["clientConfig"] =
-                json!({"url": format!("https://{addr}{path}"), "caBundle": ca});
-            let only_here = json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]});
-            if let Some(exprs) = webhook["namespaceSelector"]["matchExpressions"].as_array_mut() {
-                exprs.push(only_here);
-            }
-        }
-        let out = kubectl.run_with_stdin(&["apply", "-f", "-"], &config.to_string());
-        assert!(out.success, "registering {file}: {}", out.stderr);
+        apply_config(kubectl, file, &name, namespace, &url, ca_pem);
     }
     // The apiserver picks up webhook configurations asynchronously.
     let probe = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation", "metadata": {"name": "probe"},

@@ -1,0 +1,766 @@
+//! Admission through the real apiserver: BSL creates, one at a time and 16 at once, timed at
+//! the client, with each kind of admission a Velero user could put in front of them, each in a
+//! namespace of its own on the same apiserver, in interleaved rounds of the same run:
+//!
+//! - none;
+//! - a CEL ValidatingAdmissionPolicy holding the static rules (tests/bench/cel-policy.yaml),
+//!   checked in the run to deny broken BSLs;
+//! - the floor of a webhook hop: the cheapest webhook this bench can write (raw HTTP/1.1 over
+//!   rustls, answering a fixed allowed review with the request's uid), registered as
+//!   validating, as mutating (with no patch, and with bsl-sentinel's own initial-status patch,
+//!   which costs the apiserver the same to apply), and as both;
+//! - bsl-sentinel (the release binary, webhook-only mode) validating, mutating, and both.
+//!
+//! Every webhook is registered from webhook-config/ as shipped but with failurePolicy Fail, so
+//! that a webhook failing or timing out fails the run instead of looking fast. For each:
+//! p50/p99, the latency it adds to no admission, the apiserver's CPU per 1,000 creates, and the
+//! connections the apiserver held to the webhook while 16 creates ran (seen in /proc/net/tcp).
+//!
+//! cargo build --release && cargo run --release --example bench-admission -- \
+//!     [--creates 400] [--concurrent-creates 1600] [--rounds 3] [--compare PATH]
+//!
+//! --compare PATH runs another build of bsl-sentinel beside the first (BSL_SENTINEL_BIN picks
+//! the first), in the same rounds.
+
+#[allow(dead_code, unused_imports)]
+#[path = "../integration/support/mod.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "measure.rs"]
+mod measure;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bsl_sentinel::admission::{PENDING_MESSAGE, initial_status_patch};
+use bsl_sentinel::served_crd::ServedCrd;
+use futures::StreamExt;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::{Api, Client};
+use measure::{apiserver_cpu_secs, cores, pct};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{Value, json};
+use support::control_plane::free_port;
+use support::sentinel::{Sentinel, binary};
+use support::webhook::{SecretMount, apply_config};
+use support::{ControlPlane, Crd, Kubectl, repo_root};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CONCURRENCY: usize = 16;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn count_arg(name: &str, default: usize) -> usize {
+    match arg(name).map(|v| v.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("{name} takes a positive whole number");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn bsl(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "velero.io/v1",
+        "kind": "BackupStorageLocation",
+        "metadata": {"name": name},
+        "spec": spec
+    })
+}
+
+/// A BSL every admission here admits, as a platform creates one.
+fn valid(name: &str) -> Value {
+    bsl(
+        name,
+        json!({
+            "provider": "aws",
+            "objectStorage": {"bucket": "velero", "prefix": "cluster-a"},
+            "config": {"region": "us-east-1", "s3ForcePathStyle": "true",
+                       "s3Url": "http://127.0.0.1:9000"},
+            "validationFrequency": "1m",
+            "accessMode": "ReadWrite"
+        }),
+    )
+}
+
+fn broken() -> [(Value, &'static str); 2] {
+    [
+        (
+            bsl(
+                "no-provider",
+                json!({"provider": "", "objectStorage": {"bucket": "b"}}),
+            ),
+            "spec.provider",
+        ),
+        (
+            bsl(
+                "slash-bucket",
+                json!({"provider": "aws", "objectStorage": {"bucket": "b/p"}}),
+            ),
+            "spec.objectStorage.bucket",
+        ),
+    ]
+}
+
+/// The floor of a webhook hop: raw HTTP/1.1 over rustls on its own runtime with as many
+/// threads as bsl-sentinel's webhook workers. It parses nothing but the head's Content-Length
+/// and the request's uid, and answers allowed; on /mutate-patch with bsl-sentinel's initial
+/// status patch, precomputed.
+struct Floor {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    reviews: Arc<AtomicUsize>,
+}
+
+fn start_floor(cert: &Path, key: &Path, patch: String, workers: usize) -> Floor {
+    let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(cert))
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("floor certificate: {e}"));
+    let key = PrivateKeyDer::from_pem_slice(&read(key)).unwrap_or_else(|e| panic!("key: {e}"));
+    let mut config = rustls::ServerConfig::builder_with_provider(bsl_sentinel::tls::provider())
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .unwrap_or_else(|e| panic!("floor TLS: {e}"));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind(("127.0.0.1", free_port()))
+        .unwrap_or_else(|e| panic!("floor: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (accepted, reviews) = (Arc::default(), Arc::default());
+    let floor = Floor {
+        addr,
+        accepted: Arc::clone(&accepted),
+        reviews: Arc::clone(&reviews),
+    };
+    let patch: Arc<str> = patch.into();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("floor runtime: {e}"));
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .unwrap_or_else(|e| panic!("floor listener: {e}"));
+            while let Ok((tcp, _)) = listener.accept().await {
+                let _ = tcp.set_nodelay(true);
+                accepted.fetch_add(1, Ordering::Relaxed);
+                let (acceptor, patch, reviews) =
+                    (acceptor.clone(), patch.clone(), Arc::clone(&reviews));
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(tcp).await {
+                        serve_floor(tls, &patch, &reviews).await;
+                    }
+                });
+            }
+        });
+    });
+    floor
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// One keep-alive connection of the floor webhook; returns when the peer closes it.
+async fn serve_floor(
+    mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    patch: &str,
+    reviews: &AtomicUsize,
+) {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let head_end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            match tls.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            match tls.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = &buf[head_end..head_end + length];
+        // The apiserver writes request.uid first; a create's object has no uid yet.
+        let uid = find(body, b"\"uid\":\"")
+            .map(|i| &body[i + 7..])
+            .and_then(|rest| Some(&rest[..find(rest, b"\"")?]))
+            .unwrap_or_default();
+        let uid = String::from_utf8_lossy(uid);
+        let extra = if head.starts_with("post /mutate-patch ") {
+            format!(r#","patchType":"JSONPatch","patch":"{patch}""#)
+        } else {
+            String::new()
+        };
+        let answer = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":"{uid}","allowed":true{extra}}}}}"#
+        );
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        if tls.write_all(response.as_bytes()).await.is_err() {
+            return;
+        }
+        reviews.fetch_add(1, Ordering::Relaxed);
+        buf.drain(..head_end + length);
+    }
+}
+
+/// The patch bsl-sentinel's mutating webhook answers a new BSL with on the project's CRD,
+/// base64 as in an AdmissionResponse.
+fn sentinel_patch() -> String {
+    let served = ServedCrd {
+        unknown_phase_allowed: true,
+        status_subresource: false,
+    };
+    let patch = initial_status_patch(&valid("x"), served)
+        .unwrap_or_else(|| panic!("bsl-sentinel stamps no status on this CRD"));
+    let bytes = serde_json::to_vec(&patch).unwrap_or_else(|e| panic!("patch: {e}"));
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// What shows that a namespace's admission is in force.
+#[derive(Clone, Copy)]
+enum Sign {
+    /// A broken BSL is denied by this (named in the message), which names the field.
+    Denies(&'static str),
+    /// A valid BSL comes back with bsl-sentinel's initial status.
+    Stamps,
+    /// The floor answers this many reviews per create.
+    FloorCalls(usize),
+}
+
+struct Scenario {
+    label: String,
+    ns: String,
+    signs: Vec<Sign>,
+    /// The webhook's port, whose connections from the apiserver are counted.
+    port: Option<u16>,
+    /// The scenario whose added latency this one's is compared to.
+    floor: Option<usize>,
+}
+
+#[derive(Default)]
+struct Samples {
+    sequential: Vec<Duration>,
+    concurrent: Vec<Duration>,
+    /// Creates timed, and the apiserver's CPU seconds they cost.
+    creates: usize,
+    cpu: f64,
+    peak_connections: usize,
+    connections_seen: usize,
+}
+
+/// Registers webhook-config/`file` for `ns` with its webhook at `base` + `path(shipped path)`
+/// and failurePolicy Fail.
+fn register(
+    kubectl: &Kubectl,
+    ns: &str,
+    file: &str,
+    base: SocketAddr,
+    path: &dyn Fn(&str) -> String,
+    ca: &str,
+) {
+    let name = format!("bench-{ns}");
+    let url = |shipped: &str| format!("https://{base}{}", path(shipped));
+    apply_config(kubectl, file, &name, ns, &url, ca);
+    let kind = if file.starts_with("validating") {
+        "validatingwebhookconfiguration"
+    } else {
+        "mutatingwebhookconfiguration"
+    };
+    kubectl.ok(&[
+        "patch",
+        kind,
+        &name,
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]"#,
+    ]);
+}
+
+fn api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "velero.io".into(),
+        version: "v1".into(),
+        api_version: "velero.io/v1".into(),
+        kind: "BackupStorageLocation".into(),
+        plural: "backupstoragelocations".into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+fn object(doc: Value) -> DynamicObject {
+    serde_json::from_value(doc).unwrap_or_else(|e| panic!("BSL: {e}"))
+}
+
+/// Dry-run creates until every sign shows (the apiserver loads admission configuration
+/// asynchronously), then checks the broken BSLs are denied where a sign says so.
+async fn wait_in_force(api: &Api<DynamicObject>, scenario: &Scenario, floor: &Floor) {
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for sign in &scenario.signs {
+        loop {
+            let shown = match *sign {
+                Sign::Denies(by) => {
+                    let (doc, field) = &broken()[0];
+                    match api.create(&dry, &object(doc.clone())).await {
+                        Err(kube::Error::Api(e)) => {
+                            e.message.contains(by) && e.message.contains(field)
+                        }
+                        _ => false,
+                    }
+                }
+                Sign::Stamps => api
+                    .create(&dry, &object(valid("probe")))
+                    .await
+                    .is_ok_and(|o| o.data["status"]["message"] == PENDING_MESSAGE),
+                Sign::FloorCalls(n) => {
+                    let before = floor.reviews.load(Ordering::Relaxed);
+                    let created = api.create(&dry, &object(valid("probe"))).await.is_ok();
+                    created && floor.reviews.load(Ordering::Relaxed) - before == n
+                }
+            };
+            if shown {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: admission not in force after 30 s",
+                scenario.label
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if let Sign::Denies(by) = sign {
+            for (doc, field) in broken() {
+                match api.create(&dry, &object(doc)).await {
+                    Err(kube::Error::Api(e))
+                        if e.message.contains(by) && e.message.contains(field) => {}
+                    other => panic!("{}: a BSL broken at {field} got {other:?}", scenario.label),
+                }
+            }
+        }
+    }
+}
+
+/// Established TCP connections to 127.0.0.1:`port`, by the peer's port.
+fn connections(port: u16) -> HashSet<u16> {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl, local address, remote address, state (01: established).
+            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"01"))
+                .then(|| fields.get(2)?.rsplit(':').next())
+                .flatten()
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+        })
+        .collect()
+}
+
+/// Times `n` creates, `concurrency` at a time; every one must succeed.
+async fn creates(
+    api: &Api<DynamicObject>,
+    label: &str,
+    prefix: &str,
+    n: usize,
+    concurrency: usize,
+) -> Vec<Duration> {
+    let params = PostParams::default();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (params, doc) = (&params, object(valid(&format!("{prefix}-{i}"))));
+            async move {
+                let start = Instant::now();
+                match api.create(params, &doc).await {
+                    Ok(_) => start.elapsed(),
+                    Err(e) => panic!("{label}: create {prefix}-{i}: {e}"),
+                }
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<_>>()
+        .await
+}
+
+/// Removes the namespace's BSLs (untimed) so every round starts from the same state.
+async fn clear(api: &Api<DynamicObject>) {
+    let _ = api
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    support::eventually("the BSLs to be gone", Duration::from_secs(120), || async {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(list) if list.items.is_empty() => Ok(()),
+            Ok(_) => Err("some remain".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+}
+
+async fn run_scenario(
+    plane: &ControlPlane,
+    api: &Api<DynamicObject>,
+    scenario: &Scenario,
+    round: usize,
+    (sequential, concurrent): (usize, usize),
+    samples: &mut Samples,
+) {
+    // Warm: connections to the webhook, the apiserver's caches.
+    creates(
+        api,
+        &scenario.label,
+        &format!("warm-{round}"),
+        32,
+        CONCURRENCY,
+    )
+    .await;
+    let cpu = apiserver_cpu_secs(plane);
+    let mut seq = creates(api, &scenario.label, &format!("s-{round}"), sequential, 1).await;
+    samples.sequential.append(&mut seq);
+
+    // Connections are sampled while the 16 concurrent creates run.
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = scenario.port.map(|port| {
+        let done = Arc::clone(&done);
+        tokio::spawn(async move {
+            let (mut peak, mut seen) = (0, HashSet::new());
+            while !done.load(Ordering::Relaxed) {
+                let now = connections(port);
+                peak = peak.max(now.len());
+                seen.extend(now);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (peak, seen.len())
+        })
+    });
+    let label = &scenario.label;
+    let mut conc = creates(api, label, &format!("c-{round}"), concurrent, CONCURRENCY).await;
+    done.store(true, Ordering::Relaxed);
+    if let Some(sampler) = sampler
+        && let Ok((peak, seen)) = sampler.await
+    {
+        samples.peak_connections = samples.peak_connections.max(peak);
+        samples.connections_seen = samples.connections_seen.max(seen);
+    }
+    samples.cpu += apiserver_cpu_secs(plane) - cpu;
+    samples.creates += sequential + concurrent;
+    samples.concurrent.append(&mut conc);
+    clear(api).await;
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+fn report(scenarios: &[Scenario], none: usize, samples: &mut [Samples]) {
+    for s in samples.iter_mut() {
+        s.sequential.sort();
+        s.concurrent.sort();
+    }
+    let p = |i: usize, q: f64| {
+        (
+            pct(&samples[i].sequential, q),
+            pct(&samples[i].concurrent, q),
+        )
+    };
+    println!(
+        "\n{:<34} {:>17} {:>17} {:>17} {:>17} {:>9} {:>11}",
+        "admission",
+        "1-at-a-time p50",
+        "1-at-a-time p99",
+        "16-at-once p50",
+        "16-at-once p99",
+        "cpu ms/c",
+        "conns"
+    );
+    println!(
+        "{:<34} {:>17} {:>17} {:>17} {:>17}",
+        "", "(added)", "(added)", "(added)", "(added)"
+    );
+    for (i, scenario) in scenarios.iter().enumerate() {
+        let cell = |q: f64, concurrent: bool| {
+            let pick = |(s, c): (f64, f64)| if concurrent { c } else { s };
+            let (v, base) = (pick(p(i, q)), pick(p(none, q)));
+            if i == none {
+                ms(v)
+            } else {
+                format!("{} ({:+.2})", ms(v), v - base)
+            }
+        };
+        let s = &samples[i];
+        let conns = match scenario.port {
+            Some(_) => format!("{} of {}", s.peak_connections, s.connections_seen),
+            None => "-".into(),
+        };
+        println!(
+            "{:<34} {:>17} {:>17} {:>17} {:>17} {:>9.2} {:>11}",
+            scenario.label,
+            cell(0.5, false),
+            cell(0.99, false),
+            cell(0.5, true),
+            cell(0.99, true),
+            s.cpu * 1e3 / s.creates.max(1) as f64,
+            conns
+        );
+    }
+    println!(
+        "\n(added): to no admission, ms. cpu ms/c: the apiserver's CPU per create. conns: the most \
+         connections the apiserver held to the webhook at once of all it used, 16 at once."
+    );
+    println!("\neach webhook hop (the latency it adds) as a ratio to its floor's:");
+    for (i, scenario) in scenarios.iter().enumerate() {
+        let Some(f) = scenario.floor else { continue };
+        let ratio = |q: f64, concurrent: bool| {
+            let pick = |(s, c): (f64, f64)| if concurrent { c } else { s };
+            let base = pick(p(none, q));
+            (pick(p(i, q)) - base) / (pick(p(f, q)) - base)
+        };
+        println!(
+            "{:<34} vs {:<26} 1-at-a-time p50 {:>5.2}x p99 {:>5.2}x   16-at-once p50 {:>5.2}x p99 {:>5.2}x",
+            scenario.label,
+            scenarios[f].label,
+            ratio(0.5, false),
+            ratio(0.99, false),
+            ratio(0.5, true),
+            ratio(0.99, true),
+        );
+    }
+}
+
+struct Webhook {
+    _sentinel: Sentinel,
+    addr: SocketAddr,
+}
+
+async fn start_sentinel(
+    plane: &ControlPlane,
+    program: &Path,
+    mount: &SecretMount,
+    ns: &str,
+    name: &str,
+) -> Webhook {
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (addr_arg, cert, key) = (
+        addr.to_string(),
+        mount.cert().display().to_string(),
+        mount.key().display().to_string(),
+    );
+    let sentinel = Sentinel::start_program(
+        program,
+        plane,
+        &plane.kubeconfig,
+        ns,
+        name,
+        &[
+            "--webhook=true",
+            "--reconciler=false",
+            "--webhook-addr",
+            &addr_arg,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+        // What deploy/ ships: info, no debug lines per review.
+        &[("RUST_LOG", "info")],
+    )
+    .await;
+    Webhook {
+        _sentinel: sentinel,
+        addr,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let sequential = count_arg("--creates", 400);
+    let concurrent = count_arg("--concurrent-creates", 1600);
+    let rounds = count_arg("--rounds", 3);
+    let compare = arg("--compare").map(PathBuf::from);
+    let plane = ControlPlane::get(Crd::Project);
+    let kubectl = plane.kubectl();
+    let client = plane.client().await;
+    let mount = SecretMount::new(&plane.dir.join("bench-admission-cert"));
+    let ca = mount.ca.cert_pem();
+    let floor = start_floor(&mount.cert(), &mount.key(), sentinel_patch(), 2);
+    let home = plane.namespace("bench-admission");
+
+    let mut programs = vec![(binary(), "bsl-sentinel".to_string())];
+    if let Some(other) = compare {
+        let name = other
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        programs.push((other, format!("bsl-sentinel ({name})")));
+    }
+    let mut webhooks = Vec::new();
+    for (i, (program, _)) in programs.iter().enumerate() {
+        webhooks.push(start_sentinel(plane, program, &mount, &home, &format!("bench-{i}")).await);
+    }
+
+    let mut scenarios = Vec::new();
+    let mut add = |label: &str, signs: Vec<Sign>, port: Option<u16>, floor: Option<usize>| {
+        let ns = plane.namespace("adm");
+        scenarios.push(Scenario {
+            label: label.to_string(),
+            ns,
+            signs,
+            port,
+            floor,
+        });
+        scenarios.len() - 1
+    };
+    let none = add("none", vec![], None, None);
+    let cel = add(
+        "CEL ValidatingAdmissionPolicy",
+        vec![Sign::Denies("ValidatingAdmissionPolicy")],
+        None,
+        None,
+    );
+    let port = Some(floor.addr.port());
+    let floor_v = add("floor: validating", vec![Sign::FloorCalls(1)], port, None);
+    let floor_m = add(
+        "floor: mutating, no patch",
+        vec![Sign::FloorCalls(1)],
+        port,
+        None,
+    );
+    let floor_mp = add(
+        "floor: mutating, same patch",
+        vec![Sign::FloorCalls(1)],
+        port,
+        None,
+    );
+    let floor_b = add("floor: both", vec![Sign::FloorCalls(2)], port, None);
+    let mut ours = Vec::new();
+    for ((_, name), webhook) in programs.iter().zip(&webhooks) {
+        let port = Some(webhook.addr.port());
+        let v = add(
+            &format!("{name} validating"),
+            vec![Sign::Denies("validate.bsl-sentinel.velero.io")],
+            port,
+            Some(floor_v),
+        );
+        let m = add(
+            &format!("{name} mutating"),
+            vec![Sign::Stamps],
+            port,
+            Some(floor_mp),
+        );
+        let b = add(
+            &format!("{name} both"),
+            vec![
+                Sign::Denies("validate.bsl-sentinel.velero.io"),
+                Sign::Stamps,
+            ],
+            port,
+            Some(floor_b),
+        );
+        ours.push((webhook.addr, v, m, b));
+    }
+
+    // Registration: the CEL policy bound by label, each webhook from webhook-config/.
+    let policy = repo_root().join("tests/bench/cel-policy.yaml");
+    kubectl.ok(&["apply", "-f", &policy.to_string_lossy()]);
+    kubectl.ok(&[
+        "label",
+        "namespace",
+        &scenarios[cel].ns,
+        "bsl-sentinel.io/cel-policy=on",
+    ]);
+    let same = |p: &str| p.to_string();
+    let patched = |_: &str| "/mutate-patch".to_string();
+    let (v, m) = ("validating.yaml", "mutating.yaml");
+    register(&kubectl, &scenarios[floor_v].ns, v, floor.addr, &same, &ca);
+    register(&kubectl, &scenarios[floor_m].ns, m, floor.addr, &same, &ca);
+    register(
+        &kubectl,
+        &scenarios[floor_mp].ns,
+        m,
+        floor.addr,
+        &patched,
+        &ca,
+    );
+    register(&kubectl, &scenarios[floor_b].ns, v, floor.addr, &same, &ca);
+    register(
+        &kubectl,
+        &scenarios[floor_b].ns,
+        m,
+        floor.addr,
+        &patched,
+        &ca,
+    );
+    for (addr, sv, sm, sb) in &ours {
+        register(&kubectl, &scenarios[*sv].ns, v, *addr, &same, &ca);
+        register(&kubectl, &scenarios[*sm].ns, m, *addr, &same, &ca);
+        register(&kubectl, &scenarios[*sb].ns, v, *addr, &same, &ca);
+        register(&kubectl, &scenarios[*sb].ns, m, *addr, &same, &ca);
+    }
+    let apis: Vec<_> = scenarios.iter().map(|s| api(&client, &s.ns)).collect();
+    for (scenario, api) in scenarios.iter().zip(&apis) {
+        wait_in_force(api, scenario, &floor).await;
+    }
+    println!(
+        "BSL creates through the real apiserver, {} cores: {sequential} one at a time and \
+         {concurrent} {CONCURRENCY} at once per admission and round, {rounds} interleaved rounds",
+        cores()
+    );
+    println!(
+        "the CEL policy denied BSLs broken at {}, as the rules do",
+        broken().map(|(_, f)| f).join(" and ")
+    );
+
+    let mut samples: Vec<Samples> = scenarios.iter().map(|_| Samples::default()).collect();
+    let accepted_before = floor.accepted.load(Ordering::Relaxed);
+    for round in 0..rounds {
+        for (i, scenario) in scenarios.iter().enumerate() {
+            let counts = (sequential, concurrent);
+            run_scenario(plane, &apis[i], scenario, round, counts, &mut samples[i]).await;
+        }
+        eprintln!("round {} of {rounds} done", round + 1);
+    }
+    report(&scenarios, none, &mut samples);
+    println!(
+        "the floor accepted {} TLS connections in all the rounds",
+        floor.accepted.load(Ordering::Relaxed) - accepted_before
+    );
+}
