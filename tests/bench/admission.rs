@@ -43,7 +43,7 @@ use bsl_sentinel::served_crd::ServedCrd;
 use futures::StreamExt;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
-use measure::{apiserver_cpu_secs, cores, pct};
+use measure::{apiserver_cpu_secs, cores, pct, process_cpu_secs, threads_cpu_secs};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
@@ -152,9 +152,11 @@ fn start_floor(cert: &Path, key: &Path, patch: String, workers: usize) -> Floor 
         reviews: Arc::clone(&reviews),
     };
     let patch: Arc<str> = patch.into();
-    std::thread::spawn(move || {
+    let thread = std::thread::Builder::new().name("floor".into());
+    let spawned = thread.spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
+            .thread_name("floor")
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("floor runtime: {e}"));
@@ -174,6 +176,7 @@ fn start_floor(cert: &Path, key: &Path, patch: String, workers: usize) -> Floor 
             }
         });
     });
+    spawned.unwrap_or_else(|e| panic!("floor thread: {e}"));
     floor
 }
 
@@ -218,7 +221,9 @@ async fn serve_floor(
             .and_then(|rest| Some(&rest[..find(rest, b"\"")?]))
             .unwrap_or_default();
         let uid = String::from_utf8_lossy(uid);
-        let extra = if head.starts_with("post /mutate-patch ") {
+        // The apiserver calls `path?timeout=5s`.
+        let path = head.split([' ', '?']).nth(1).unwrap_or_default();
+        let extra = if path == "/mutate-patch" {
             format!(r#","patchType":"JSONPatch","patch":"{patch}""#)
         } else {
             String::new()
@@ -281,6 +286,14 @@ struct Samples {
     cpu: f64,
     peak_connections: usize,
     connections_seen: usize,
+    /// CPU seconds of each webhook process (see `Meter`) while the creates ran.
+    webhook_cpu: Vec<f64>,
+}
+
+/// A webhook process's CPU seconds so far, and its name.
+struct Meter {
+    name: String,
+    cpu: Box<dyn Fn() -> f64>,
 }
 
 /// Registers webhook-config/`file` for `ns` with its webhook at `base` + `path(shipped path)`
@@ -396,10 +409,11 @@ fn connections(port: u16) -> HashSet<u16> {
         .collect()
 }
 
-/// Times `n` creates, `concurrency` at a time; every one must succeed.
+/// Times `n` creates, `concurrency` at a time; every one must succeed, and come back with the
+/// initial status where `stamped`.
 async fn creates(
     api: &Api<DynamicObject>,
-    label: &str,
+    (label, stamped): (&str, bool),
     prefix: &str,
     n: usize,
     concurrency: usize,
@@ -411,7 +425,12 @@ async fn creates(
             async move {
                 let start = Instant::now();
                 match api.create(params, &doc).await {
-                    Ok(_) => start.elapsed(),
+                    Ok(created) => {
+                        let took = start.elapsed();
+                        let message = &created.data["status"]["message"];
+                        assert!(!stamped || message == PENDING_MESSAGE, "{label}: unstamped");
+                        took
+                    }
                     Err(e) => panic!("{label}: create {prefix}-{i}: {e}"),
                 }
             }
@@ -438,23 +457,22 @@ async fn clear(api: &Api<DynamicObject>) {
 
 async fn run_scenario(
     plane: &ControlPlane,
+    meters: &[Meter],
     api: &Api<DynamicObject>,
     scenario: &Scenario,
     round: usize,
     (sequential, concurrent): (usize, usize),
     samples: &mut Samples,
 ) {
+    let who = (
+        scenario.label.as_str(),
+        scenario.signs.iter().any(|s| matches!(s, Sign::Stamps)),
+    );
     // Warm: connections to the webhook, the apiserver's caches.
-    creates(
-        api,
-        &scenario.label,
-        &format!("warm-{round}"),
-        32,
-        CONCURRENCY,
-    )
-    .await;
+    creates(api, who, &format!("warm-{round}"), 32, CONCURRENCY).await;
     let cpu = apiserver_cpu_secs(plane);
-    let mut seq = creates(api, &scenario.label, &format!("s-{round}"), sequential, 1).await;
+    let webhook_cpu: Vec<f64> = meters.iter().map(|m| (m.cpu)()).collect();
+    let mut seq = creates(api, who, &format!("s-{round}"), sequential, 1).await;
     samples.sequential.append(&mut seq);
 
     // Connections are sampled while the 16 concurrent creates run.
@@ -472,8 +490,7 @@ async fn run_scenario(
             (peak, seen.len())
         })
     });
-    let label = &scenario.label;
-    let mut conc = creates(api, label, &format!("c-{round}"), concurrent, CONCURRENCY).await;
+    let mut conc = creates(api, who, &format!("c-{round}"), concurrent, CONCURRENCY).await;
     done.store(true, Ordering::Relaxed);
     if let Some(sampler) = sampler
         && let Ok((peak, seen)) = sampler.await
@@ -482,6 +499,10 @@ async fn run_scenario(
         samples.connections_seen = samples.connections_seen.max(seen);
     }
     samples.cpu += apiserver_cpu_secs(plane) - cpu;
+    samples.webhook_cpu.resize(meters.len(), 0.0);
+    for ((total, meter), before) in samples.webhook_cpu.iter_mut().zip(meters).zip(webhook_cpu) {
+        *total += (meter.cpu)() - before;
+    }
     samples.creates += sequential + concurrent;
     samples.concurrent.append(&mut conc);
     clear(api).await;
@@ -491,7 +512,7 @@ fn ms(v: f64) -> String {
     format!("{v:.2}")
 }
 
-fn report(scenarios: &[Scenario], none: usize, samples: &mut [Samples]) {
+fn report(scenarios: &[Scenario], none: usize, meters: &[Meter], samples: &mut [Samples]) {
     for s in samples.iter_mut() {
         s.sequential.sort();
         s.concurrent.sort();
@@ -503,13 +524,12 @@ fn report(scenarios: &[Scenario], none: usize, samples: &mut [Samples]) {
         )
     };
     println!(
-        "\n{:<34} {:>17} {:>17} {:>17} {:>17} {:>9} {:>11}",
+        "\n{:<34} {:>17} {:>17} {:>17} {:>17} {:>9}",
         "admission",
         "1-at-a-time p50",
         "1-at-a-time p99",
         "16-at-once p50",
         "16-at-once p99",
-        "cpu ms/c",
         "conns"
     );
     println!(
@@ -532,30 +552,50 @@ fn report(scenarios: &[Scenario], none: usize, samples: &mut [Samples]) {
             None => "-".into(),
         };
         println!(
-            "{:<34} {:>17} {:>17} {:>17} {:>17} {:>9.2} {:>11}",
+            "{:<34} {:>17} {:>17} {:>17} {:>17} {:>9}",
             scenario.label,
             cell(0.5, false),
             cell(0.99, false),
             cell(0.5, true),
             cell(0.99, true),
-            s.cpu * 1e3 / s.creates.max(1) as f64,
             conns
         );
     }
     println!(
-        "\n(added): to no admission, ms. cpu ms/c: the apiserver's CPU per create. conns: the most \
-         connections the apiserver held to the webhook at once of all it used, 16 at once."
+        "\n(added): to no admission, ms. conns: the most connections the apiserver held to the \
+         webhook at once, of all it used, 16 at once."
     );
+    println!("\nCPU per create, us (every process runs in every scenario: its cost in a scenario");
+    println!("without its hop is what it spends beside, such as bsl-sentinel's watch of BSLs)");
+    print!("{:<34} {:>10}", "admission", "apiserver");
+    for meter in meters {
+        print!(" {:>26}", meter.name);
+    }
+    println!();
+    for (scenario, s) in scenarios.iter().zip(samples.iter()) {
+        let per = |cpu: f64| cpu * 1e6 / s.creates.max(1) as f64;
+        print!("{:<34} {:>10.0}", scenario.label, per(s.cpu));
+        for cpu in &s.webhook_cpu {
+            print!(" {:>26.0}", per(*cpu));
+        }
+        println!();
+    }
     println!("\neach webhook hop (the latency it adds) as a ratio to its floor's:");
     for (i, scenario) in scenarios.iter().enumerate() {
         let Some(f) = scenario.floor else { continue };
         let ratio = |q: f64, concurrent: bool| {
             let pick = |(s, c): (f64, f64)| if concurrent { c } else { s };
             let base = pick(p(none, q));
-            (pick(p(i, q)) - base) / (pick(p(f, q)) - base)
+            let floor_added = pick(p(f, q)) - base;
+            // A tail that no admission shares is noise, not a hop: no ratio.
+            if floor_added <= 0.0 {
+                "   -  ".to_string()
+            } else {
+                format!("{:>5.2}x", (pick(p(i, q)) - base) / floor_added)
+            }
         };
         println!(
-            "{:<34} vs {:<26} 1-at-a-time p50 {:>5.2}x p99 {:>5.2}x   16-at-once p50 {:>5.2}x p99 {:>5.2}x",
+            "{:<34} vs {:<27} 1-at-a-time p50 {} p99 {}   16-at-once p50 {} p99 {}",
             scenario.label,
             scenarios[f].label,
             ratio(0.5, false),
@@ -567,7 +607,7 @@ fn report(scenarios: &[Scenario], none: usize, samples: &mut [Samples]) {
 }
 
 struct Webhook {
-    _sentinel: Sentinel,
+    sentinel: Sentinel,
     addr: SocketAddr,
 }
 
@@ -604,10 +644,7 @@ async fn start_sentinel(
         &[("RUST_LOG", "info")],
     )
     .await;
-    Webhook {
-        _sentinel: sentinel,
-        addr,
-    }
+    Webhook { sentinel, addr }
 }
 
 #[tokio::main]
@@ -666,11 +703,16 @@ async fn main() {
     );
     let floor_mp = add(
         "floor: mutating, same patch",
-        vec![Sign::FloorCalls(1)],
+        vec![Sign::FloorCalls(1), Sign::Stamps],
         port,
         None,
     );
-    let floor_b = add("floor: both", vec![Sign::FloorCalls(2)], port, None);
+    let floor_b = add(
+        "floor: both",
+        vec![Sign::FloorCalls(2), Sign::Stamps],
+        port,
+        None,
+    );
     let mut ours = Vec::new();
     for ((_, name), webhook) in programs.iter().zip(&webhooks) {
         let port = Some(webhook.addr.port());
@@ -749,16 +791,28 @@ async fn main() {
         broken().map(|(_, f)| f).join(" and ")
     );
 
+    let mut meters = vec![Meter {
+        name: "floor".into(),
+        cpu: Box::new(|| threads_cpu_secs("floor")),
+    }];
+    for ((_, name), webhook) in programs.iter().zip(&webhooks) {
+        let pid = webhook.sentinel.pid();
+        meters.push(Meter {
+            name: name.clone(),
+            cpu: Box::new(move || process_cpu_secs(pid)),
+        });
+    }
     let mut samples: Vec<Samples> = scenarios.iter().map(|_| Samples::default()).collect();
     let accepted_before = floor.accepted.load(Ordering::Relaxed);
     for round in 0..rounds {
         for (i, scenario) in scenarios.iter().enumerate() {
             let counts = (sequential, concurrent);
-            run_scenario(plane, &apis[i], scenario, round, counts, &mut samples[i]).await;
+            let sample = &mut samples[i];
+            run_scenario(plane, &meters, &apis[i], scenario, round, counts, sample).await;
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    report(&scenarios, none, &mut samples);
+    report(&scenarios, none, &meters, &mut samples);
     println!(
         "the floor accepted {} TLS connections in all the rounds",
         floor.accepted.load(Ordering::Relaxed) - accepted_before

@@ -1,5 +1,6 @@
 //! What the benches measure the same way: percentiles, cores, the apiserver's CPU time.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::support::ControlPlane;
@@ -19,13 +20,41 @@ pub fn cores() -> usize {
         .unwrap_or(1)
 }
 
+/// User and system CPU seconds in a /proc `stat` file (a process's or a thread's).
+fn stat_cpu_secs(path: &Path) -> Option<f64> {
+    // SAFETY: sysconf reads a constant of the running system.
+    #[allow(unsafe_code)]
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks)
+}
+
+/// A process's CPU seconds so far (0 once it is gone).
+pub fn process_cpu_secs(pid: u32) -> f64 {
+    stat_cpu_secs(&Path::new("/proc").join(pid.to_string()).join("stat")).unwrap_or(0.0)
+}
+
+/// The CPU seconds so far of this process's threads named `name`.
+pub fn threads_cpu_secs(name: &str) -> f64 {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .filter_map(|task| stat_cpu_secs(&task.path().join("stat")))
+        .sum()
+}
+
 /// The kube-apiserver serving `plane`: its user and system CPU seconds so far.
 pub fn apiserver_cpu_secs(plane: &ControlPlane) -> f64 {
     let port = plane.server.rsplit(':').next().unwrap_or_default();
     let flag = format!("--secure-port={port}");
-    // SAFETY: sysconf reads a constant of the running system.
-    #[allow(unsafe_code)]
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -34,13 +63,6 @@ pub fn apiserver_cpu_secs(plane: &ControlPlane) -> f64 {
             std::fs::read(entry.path().join("cmdline"))
                 .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == flag.as_bytes()))
         })
-        .and_then(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-        .and_then(|stat| {
-            // The fields after the command name, which is in parentheses and may hold spaces.
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let utime: f64 = fields.get(11)?.parse().ok()?;
-            let stime: f64 = fields.get(12)?.parse().ok()?;
-            Some((utime + stime) / ticks)
-        })
+        .and_then(|entry| stat_cpu_secs(&entry.path().join("stat")))
         .unwrap_or(0.0)
 }
