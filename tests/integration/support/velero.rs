@@ -125,6 +125,9 @@ impl VeleroServer {
             .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
             .args(["--profiler-address", &format!("127.0.0.1:{profiler}")])
             .args(extra);
+        // Its own process group, so that its plugins (processes it starts, which outlive a
+        // killed server) go with it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = spawn(cmd, &log);
         let server = VeleroServer {
             child: Some(child),
@@ -163,6 +166,13 @@ impl VeleroServer {
 impl Drop for VeleroServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            if let Ok(group) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill(2) on the process group this struct's child leads.
+                #[allow(unsafe_code)]
+                unsafe {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
