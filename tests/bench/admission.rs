@@ -43,7 +43,7 @@ use bsl_sentinel::served_crd::ServedCrd;
 use futures::StreamExt;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
-use measure::{apiserver_cpu_secs, cores, pct, process_cpu_secs, threads_cpu_secs};
+use measure::{apiserver_cpu_secs, arg, cores, count_arg, pct, process_cpu_secs, threads_cpu_secs};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
@@ -54,25 +54,6 @@ use support::{ControlPlane, Crd, Kubectl, repo_root};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CONCURRENCY: usize = 16;
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn count_arg(name: &str, default: usize) -> usize {
-    match arg(name).map(|v| v.parse::<usize>()) {
-        None => default,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("{name} takes a positive whole number");
-            std::process::exit(2);
-        }
-    }
-}
 
 fn bsl(name: &str, spec: Value) -> Value {
     json!({
@@ -619,31 +600,9 @@ async fn start_sentinel(
     name: &str,
 ) -> Webhook {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let (addr_arg, cert, key) = (
-        addr.to_string(),
-        mount.cert().display().to_string(),
-        mount.key().display().to_string(),
-    );
-    let sentinel = Sentinel::start_program(
-        program,
-        plane,
-        &plane.kubeconfig,
-        ns,
-        name,
-        &[
-            "--webhook=true",
-            "--reconciler=false",
-            "--webhook-addr",
-            &addr_arg,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ],
-        // What deploy/ ships: info, no debug lines per review.
-        &[("RUST_LOG", "info")],
-    )
-    .await;
+    // What deploy/ ships: info, no debug lines per review.
+    let env = [("RUST_LOG", "info")];
+    let sentinel = Sentinel::start_webhook_only(program, plane, ns, name, mount, addr, &env).await;
     Webhook { sentinel, addr }
 }
 

@@ -1,9 +1,32 @@
-//! What the benches measure the same way: percentiles, cores, the apiserver's CPU time.
+//! What the benches share: their flags, and what they measure the same way (percentiles,
+//! cores, CPU time).
 
 use std::path::Path;
 use std::time::Duration;
 
 use crate::support::ControlPlane;
+
+/// The value after `name` on the command line, if there is one (a flag after it is none).
+pub fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .filter(|v| !v.starts_with("--"))
+        .cloned()
+}
+
+/// `name`'s positive whole number, or `default` without one; anything else ends the run.
+pub fn count_arg(name: &str, default: usize) -> usize {
+    match arg(name).map(|v| v.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("{name} takes a positive whole number");
+            std::process::exit(2);
+        }
+    }
+}
 
 /// The `p` quantile of sorted latencies, in milliseconds (0 for none).
 pub fn pct(sorted: &[Duration], p: f64) -> f64 {

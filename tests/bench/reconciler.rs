@@ -39,7 +39,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use measure::{apiserver_cpu_secs, cores};
+use measure::{apiserver_cpu_secs, arg, cores};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::faults::{Faulty, Mode};
@@ -103,14 +103,6 @@ async fn proxy(upstream: String, counters: Arc<Counters>) -> u16 {
         }
     });
     port
-}
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
 }
 
 fn peak_rss_mib(pid: u32) -> f64 {

@@ -26,7 +26,7 @@ use bsl_sentinel::admission::ClusterView;
 use bsl_sentinel::tls::ReloadingCert;
 use bsl_sentinel::webhook::{self, State};
 use bytes::Bytes;
-use measure::pct;
+use measure::{count_arg, pct};
 use serde_json::json;
 use support::https;
 use support::webhook::{SecretMount, review};
@@ -41,15 +41,6 @@ impl ClusterView for Cluster {
     fn secret_exists(&self, _: &str, _: &str) -> Option<bool> {
         Some(true)
     }
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// A BSL as kubectl apply sends it: config, credential, labels, the last-applied annotation
@@ -236,9 +227,9 @@ async fn run(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let connections = arg("--connections", 32) as usize;
-    let seconds = arg("--seconds", 5);
-    let workers = arg("--workers", 1) as usize;
+    let connections = count_arg("--connections", 32);
+    let seconds = count_arg("--seconds", 5) as u64;
+    let workers = count_arg("--workers", 1);
     let body = body();
     let request = Bytes::from(
         [
@@ -250,7 +241,7 @@ async fn main() {
     if std::env::args().any(|a| a == "--external") {
         let callgrind = std::env::args()
             .any(|a| a == "--callgrind")
-            .then(|| arg("--callgrind", 5_000) as usize);
+            .then(|| count_arg("--callgrind", 5_000));
         return external::main(external::Setup {
             connections,
             seconds,

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use serde_json::{Value, json};
 
 use crate::support::control_plane::free_port;
-use crate::support::sentinel::Sentinel;
+use crate::support::sentinel::{Sentinel, binary};
 use crate::support::storage::{Location, SeaweedFs, put_all};
 use crate::support::velero::{self, VeleroServer};
 use crate::support::webhook::{SecretMount, register};
@@ -507,27 +507,8 @@ async fn with_velero_validating_only_at_start_bsl_sentinel_is_the_only_writer_af
 async fn webhook_only(plane: &'static ControlPlane, ns: &str) -> (Sentinel, SecretMount) {
     let mount = SecretMount::new(&plane.dir.join(format!("webhook-only-{ns}")));
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let (addr_arg, cert, key) = (
-        addr.to_string(),
-        mount.cert().display().to_string(),
-        mount.key().display().to_string(),
-    );
-    let sentinel = Sentinel::start(
-        plane,
-        ns,
-        "webhook-only",
-        &[
-            "--webhook=true",
-            "--reconciler=false",
-            "--webhook-addr",
-            &addr_arg,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ],
-    )
-    .await;
+    let sentinel =
+        Sentinel::start_webhook_only(&binary(), plane, ns, "webhook-only", &mount, addr, &[]).await;
     register(&plane.kubectl(), ns, addr, &mount.ca.cert_pem()).await;
     (sentinel, mount)
 }

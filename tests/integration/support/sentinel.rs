@@ -2,12 +2,13 @@
 //! namespace (its BSLs, Lease and status ConfigMap), with its log captured.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::control_plane::{free_port, spawn};
+use super::webhook::SecretMount;
 use super::{ControlPlane, eventually};
 
 pub struct Sentinel {
@@ -109,6 +110,44 @@ impl Sentinel {
             })
             .await;
         sentinel
+    }
+
+    /// README's webhook-only mode (`--reconciler=false`) of `program`: the webhook for
+    /// `namespace` served at `addr` with `mount`'s certificate.
+    pub async fn start_webhook_only(
+        program: &Path,
+        plane: &ControlPlane,
+        namespace: &str,
+        identity: &str,
+        mount: &SecretMount,
+        addr: SocketAddr,
+        env: &[(&str, &str)],
+    ) -> Sentinel {
+        let (addr_arg, cert, key) = (
+            addr.to_string(),
+            mount.cert().display().to_string(),
+            mount.key().display().to_string(),
+        );
+        let flags = [
+            "--webhook=true",
+            "--reconciler=false",
+            "--webhook-addr",
+            &addr_arg,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ];
+        Sentinel::start_program(
+            program,
+            plane,
+            &plane.kubeconfig,
+            namespace,
+            identity,
+            &flags,
+            env,
+        )
+        .await
     }
 
     /// A plain HTTP/1.0 GET on the admin port: (status, body); (0, "") when nothing answers.
