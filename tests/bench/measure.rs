@@ -1,10 +1,11 @@
 //! What the benches share: their flags, and what they measure the same way (percentiles,
 //! cores, CPU time).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::ControlPlane;
+use crate::support::{ControlPlane, Kubectl};
 
 /// The value after `name` on the command line, if there is one (a flag after it is none).
 pub fn arg(name: &str) -> Option<String> {
@@ -88,4 +89,58 @@ pub fn apiserver_cpu_secs(plane: &ControlPlane) -> f64 {
         })
         .and_then(|entry| stat_cpu_secs(&entry.path().join("stat")))
         .unwrap_or(0.0)
+}
+
+/// The requests the apiserver of `kubectl` has served so far, by verb and resource
+/// (`PATCH backupstoragelocations`, `POST events`), from its `apiserver_request_total`.
+pub fn apiserver_requests(kubectl: &Kubectl) -> BTreeMap<String, f64> {
+    let metrics = kubectl.ok(&["get", "--raw", "/metrics"]).stdout;
+    let mut counts = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix("=\""))
+                .map(|v| v.trim_end_matches('"'))
+                .unwrap_or_default()
+        };
+        let resource = match label("subresource") {
+            "" => label("resource").to_string(),
+            sub => format!("{}/{sub}", label("resource")),
+        };
+        let key = format!("{} {resource}", label("verb"));
+        *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    counts
+}
+
+/// The requests between two `apiserver_requests`, per `per` (BSLs), the most frequent first,
+/// leaving out those under one in a hundred.
+pub fn requests_per(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    per: usize,
+) -> String {
+    let mut rates: Vec<(&String, f64)> = after
+        .iter()
+        .map(|(key, n)| {
+            (
+                key,
+                (n - before.get(key).unwrap_or(&0.0)) / per.max(1) as f64,
+            )
+        })
+        .filter(|(_, rate)| *rate >= 0.01)
+        .collect();
+    rates.sort_by(|a, b| b.1.total_cmp(&a.1));
+    rates
+        .iter()
+        .map(|(key, rate)| format!("{key} {rate:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -39,7 +39,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use measure::{apiserver_cpu_secs, arg, cores};
+use measure::{apiserver_cpu_secs, apiserver_requests, arg, cores, process_cpu_secs, requests_per};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::faults::{Faulty, Mode};
@@ -273,7 +273,10 @@ async fn start_sentinel(plane: &ControlPlane, ns: &str) -> Sentinel {
         "--lease-duration",
         "15s",
     ];
-    Sentinel::start(plane, ns, "bench", &flags).await
+    // What deploy/ ships (info, no debug line per check), unless RUST_LOG says otherwise.
+    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    let env = [("RUST_LOG", log.as_str())];
+    Sentinel::start_with(plane, &plane.kubeconfig, ns, "bench", &flags, &env).await
 }
 
 /// The shared storage server with the bucket every healthy BSL points at.
@@ -286,13 +289,14 @@ async fn seeded_storage() -> &'static SeaweedFs {
 
 /// The floor of a run without a fault: `n` fresh BSLs given the status a check writes by a
 /// bare client, 32 patches at a time, timed to all phased as the watch sees it.
-async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> (Option<Duration>, f64) {
+async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> Measured {
     let ns = plane.namespace(&format!("floor-{n}"));
     let kubectl = plane.kubectl();
     credential_secret(&kubectl, &ns, s3);
     create_bsls(&kubectl, &ns, n, &s3.endpoint, &s3.endpoint, |_| false);
     let api: Api<BackupStorageLocation> = Api::namespaced(plane.client().await, &ns);
     let cpu = apiserver_cpu_secs(plane);
+    let requests = apiserver_requests(&kubectl);
     let started = Instant::now();
     let writes = futures::stream::iter(0..n)
         .map(|i| {
@@ -324,9 +328,15 @@ async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> (Optio
         "the floor's patches failed: {:?}",
         results.iter().find(|r| r.is_err())
     );
-    let cpu = apiserver_cpu_secs(plane) - cpu;
+    let apiserver_cpu = apiserver_cpu_secs(plane) - cpu;
+    let requests = requests_per(&requests, &apiserver_requests(&kubectl), n);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
-    (phased.all, cpu)
+    Measured {
+        healthy: phased.healthy,
+        all: phased.all,
+        apiserver_cpu,
+        requests,
+    }
 }
 
 /// What one run measured: the ratios to the run without a fault and to the floor use these.
@@ -334,6 +344,8 @@ struct Measured {
     healthy: Option<Duration>,
     all: Option<Duration>,
     apiserver_cpu: f64,
+    /// The apiserver's requests per BSL, by verb and resource.
+    requests: String,
 }
 
 /// One run: `n` BSLs, every tenth on the fault's endpoint.
@@ -356,6 +368,7 @@ async fn run(
     create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
 
     let cpu = apiserver_cpu_secs(plane);
+    let requests = apiserver_requests(&kubectl);
     let started = Instant::now();
     let sentinel = start_sentinel(plane, &ns).await;
     let pid = sentinel.pid();
@@ -372,6 +385,8 @@ async fn run(
     )
     .await;
     let apiserver_cpu = apiserver_cpu_secs(plane) - cpu;
+    let sentinel_cpu = process_cpu_secs(pid);
+    let requests_per_bsl = requests_per(&requests, &apiserver_requests(&kubectl), n);
     let requests = counters.requests.load(Ordering::SeqCst);
     let ratio = match (phased.healthy, baseline) {
         (Some(h), Some(b)) => format!("{:.2}x", h.as_secs_f64() / b.as_secs_f64()),
@@ -382,7 +397,7 @@ async fn run(
         .map(|f| format!(", {} to the faulty one", f.peak_connections()))
         .unwrap_or_default();
     println!(
-        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit 4) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB",
+        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit 4) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB | bsl-sentinel CPU {:.2}s per 1,000 BSLs",
         fault.label(),
         secs(phased.healthy),
         secs(phased.all),
@@ -392,6 +407,7 @@ async fn run(
         counters.peak.load(Ordering::SeqCst),
         requests as f64 / healthy.max(1) as f64,
         peak_rss_mib(pid),
+        sentinel_cpu * 1000.0 / n as f64,
     );
     drop(sentinel);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
@@ -399,6 +415,7 @@ async fn run(
         healthy: phased.healthy,
         all: phased.all,
         apiserver_cpu,
+        requests: requests_per_bsl,
     }
 }
 
@@ -481,18 +498,23 @@ async fn against_velero(n: usize, cap: Duration) {
     }
 }
 
+fn usage(message: &str) -> ! {
+    eprintln!("{message}");
+    std::process::exit(2);
+}
+
 #[tokio::main]
 async fn main() {
     let sizes: Vec<usize> = arg("--sizes")
         .unwrap_or_else(|| "1000,10000".into())
         .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+        .map(|s| s.trim().parse().ok().filter(|n| *n > 0))
+        .collect::<Option<_>>()
+        .unwrap_or_else(|| usage("--sizes takes positive whole numbers, such as 1000,10000"));
     if std::env::args().any(|a| a == "--against-velero") {
         let cap = arg("--cap").map_or(Ok(180), |c| c.parse::<u64>());
         let Ok(cap) = cap else {
-            eprintln!("--cap takes whole seconds");
-            std::process::exit(2);
+            usage("--cap takes whole seconds")
         };
         for n in sizes {
             against_velero(n, Duration::from_secs(cap)).await;
@@ -505,24 +527,28 @@ async fn main() {
         "bsl-sentinel reconciler, one SeaweedFS endpoint behind a counting proxy, {} cores",
         cores()
     );
-    let faults: Vec<Fault> = match arg("--faults").as_deref() {
+    let faults: Vec<Fault> = match arg("--faults") {
         None => vec![Fault::None, Fault::Dead, Fault::Silent, Fault::Slow],
         Some(list) => list
             .split(',')
-            .filter_map(|f| match f.trim() {
+            .map(|f| match f.trim() {
                 "none" => Some(Fault::None),
                 "dead" => Some(Fault::Dead),
                 "silent" => Some(Fault::Silent),
                 "slow" => Some(Fault::Slow),
                 _ => None,
             })
-            .collect(),
+            .collect::<Option<_>>()
+            .unwrap_or_else(|| {
+                usage("--faults takes none, dead, silent and slow, such as dead,slow")
+            }),
     };
     let with_floor = std::env::args().any(|a| a == "--floor");
     for n in sizes {
         let baseline = run(plane, s3, n, Fault::None, None).await;
         if with_floor {
-            let (floor_all, floor_cpu) = floor(plane, s3, n).await;
+            let floor = floor(plane, s3, n).await;
+            let (floor_all, floor_cpu) = (floor.all, floor.apiserver_cpu);
             let ratio = match (baseline.all, floor_all) {
                 (Some(b), Some(f)) => format!("{:.2}x", b.as_secs_f64() / f.as_secs_f64()),
                 _ => "  -  ".into(),
@@ -534,6 +560,10 @@ async fn main() {
                 per_1000(baseline.apiserver_cpu),
                 per_1000(floor_cpu),
                 baseline.apiserver_cpu / floor_cpu.max(f64::EPSILON),
+            );
+            println!(
+                "{n:>6} BSLs, apiserver requests per BSL | bsl-sentinel: {} | floor: {}",
+                baseline.requests, floor.requests
             );
         }
         for fault in faults.iter().filter(|f| **f != Fault::None) {
