@@ -7,7 +7,7 @@
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- \
 //!     [--sizes 1000,10000] [--faults dead,silent,slow]
-//!     [--floor] [--against-velero [--cap 180]]
+//!     [--floor] [--against-velero [--cap 180]] [--max-connections-per-endpoint 4]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
 //!
 //! --floor adds, after each run without a fault, the floor of that run: a bare client that
@@ -39,7 +39,9 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use measure::{apiserver_cpu_secs, apiserver_requests, arg, cores, process_cpu_secs, requests_per};
+use measure::{
+    apiserver_cpu_secs, apiserver_requests, arg, cores, count_arg, process_cpu_secs, requests_per,
+};
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::faults::{Faulty, Mode};
@@ -264,8 +266,17 @@ fn faulty_name(name: &str, is_faulty: impl Fn(usize) -> bool) -> bool {
 }
 
 /// bsl-sentinel as every run starts it: one check per BSL in the run (no second round).
+/// bsl-sentinel's bound on checks and sockets per endpoint: its default unless the bench's
+/// `--max-connections-per-endpoint` passes another.
+fn per_endpoint() -> usize {
+    count_arg("--max-connections-per-endpoint", 4)
+}
+
 async fn start_sentinel(plane: &ControlPlane, ns: &str) -> Sentinel {
+    let limit = per_endpoint().to_string();
     let flags = [
+        "--max-connections-per-endpoint",
+        &limit,
         "--validation-frequency",
         "1h",
         "--check-timeout",
@@ -397,7 +408,7 @@ async fn run(
         .map(|f| format!(", {} to the faulty one", f.peak_connections()))
         .unwrap_or_default();
     println!(
-        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit 4) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB | bsl-sentinel CPU {:.2}s per 1,000 BSLs",
+        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit {}) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB | bsl-sentinel CPU {:.2}s per 1,000 BSLs",
         fault.label(),
         secs(phased.healthy),
         secs(phased.all),
@@ -405,6 +416,7 @@ async fn run(
         phased.counts.1,
         phased.counts.2,
         counters.peak.load(Ordering::SeqCst),
+        per_endpoint(),
         requests as f64 / healthy.max(1) as f64,
         peak_rss_mib(pid),
         sentinel_cpu * 1000.0 / n as f64,
