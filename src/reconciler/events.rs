@@ -1,4 +1,4 @@
-//! The Events a BSL's phase changes are announced with.
+//! The Events a BSL's failures and recoveries are announced with.
 
 use jiff::Timestamp;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
@@ -9,9 +9,16 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use crate::bsl::{Phase, StoredBsl};
 
-/// Every phase change is announced with an Event; a BSL left unchecked (plugin) has none.
+/// Failures and recoveries are announced with an Event; the expected first Available of a new
+/// BSL is not (status and lastValidationTime show it), since an Event per created BSL doubled
+/// the apiserver's writes when platforms create BSLs by the thousand. A BSL left unchecked
+/// (plugin) has none.
 pub(super) fn newsworthy(before: Option<Phase>, after: Option<Phase>) -> bool {
-    after.is_some() && before != after
+    match after {
+        Some(Phase::Available) => before == Some(Phase::Unavailable),
+        Some(Phase::Unavailable) => before != after,
+        _ => false,
+    }
 }
 
 /// A Kubernetes Event (events.k8s.io/v1) on a phase change. Created directly, not through
@@ -55,15 +62,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn events_for_every_phase_change() {
+    fn events_for_failures_and_recoveries_only() {
         use Phase::*;
         assert!(newsworthy(Some(Available), Some(Unavailable)));
         assert!(newsworthy(Some(Unavailable), Some(Available)));
         assert!(newsworthy(None, Some(Unavailable)));
         assert!(newsworthy(Some(Unknown), Some(Unavailable)));
-        assert!(newsworthy(None, Some(Available)));
-        assert!(newsworthy(Some(Unknown), Some(Available)));
+        assert!(!newsworthy(None, Some(Available)));
+        assert!(!newsworthy(Some(Unknown), Some(Available)));
         assert!(!newsworthy(Some(Available), Some(Available)));
+        assert!(!newsworthy(Some(Unavailable), Some(Unavailable)));
         assert!(!newsworthy(Some(Available), None));
+        assert!(!newsworthy(Some(Unavailable), None));
     }
 }
