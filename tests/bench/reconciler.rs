@@ -166,16 +166,24 @@ impl Fault {
     }
 }
 
-/// When the healthy BSLs and all BSLs had a phase, and the counts at the end.
+/// When the first BSL, the healthy BSLs and all BSLs had a phase, and the counts at the end.
 struct Phased {
+    first: Option<Duration>,
     healthy: Option<Duration>,
     all: Option<Duration>,
     counts: (usize, usize, usize),
 }
 
+/// Whether a phase is one a check writes.
+fn checked(phase: &Option<Phase>) -> bool {
+    matches!(phase, Some(Phase::Available | Phase::Unavailable))
+}
+
 /// Follows the namespace's BSLs with a watch until all `n` have a phase (or `limit` passes).
 /// A watch costs the apiserver one small event per status write; listing 10,000 BSLs every
 /// half second (how this bench first measured) cost it more than bsl-sentinel's own writes.
+/// The tallies are kept per event, not recounted: recounting 10,000 entries per event took
+/// seconds of the CPU the measured processes share.
 async fn wait_phased(
     plane: &ControlPlane,
     ns: &str,
@@ -189,32 +197,41 @@ async fn wait_phased(
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let deadline = tokio::time::Instant::now() + limit;
-    let mut phases = HashMap::new();
-    let mut healthy = None;
-    let mut all = None;
+    let mut phases: HashMap<String, Option<Phase>> = HashMap::new();
+    // BSLs with a checked phase, all and healthy ones.
+    let (mut phased, mut phased_healthy) = (0usize, 0usize);
+    let (mut first, mut healthy, mut all) = (None, None, None);
     while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, stream.next()).await {
-        match event {
+        let (name, now) = match event {
             watcher::Event::Apply(bsl) | watcher::Event::InitApply(bsl) => {
-                phases.insert(bsl.name_any(), bsl.phase());
+                (bsl.name_any(), Some(bsl.phase()))
             }
-            watcher::Event::Delete(bsl) => {
-                phases.remove(&bsl.name_any());
-            }
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        }
-        let phased = |name: &String, phase: &Option<Phase>| {
-            !faulty(name) && matches!(phase, Some(Phase::Available | Phase::Unavailable))
+            watcher::Event::Delete(bsl) => (bsl.name_any(), None),
+            watcher::Event::Init | watcher::Event::InitDone => continue,
         };
-        if healthy.is_none() && phases.iter().filter(|(k, v)| phased(k, v)).count() == healthy_n {
+        let was = match &now {
+            Some(phase) => phases.insert(name.clone(), *phase),
+            None => phases.remove(&name),
+        };
+        let delta = isize::from(now.as_ref().is_some_and(checked))
+            - isize::from(was.as_ref().is_some_and(checked));
+        phased = phased.saturating_add_signed(delta);
+        if !faulty(&name) {
+            phased_healthy = phased_healthy.saturating_add_signed(delta);
+        }
+        if first.is_none() && phased > 0 {
+            first = Some(started.elapsed());
+        }
+        if healthy.is_none() && phased_healthy == healthy_n {
             healthy = Some(started.elapsed());
         }
-        let counts = count(&phases);
-        if counts.0 + counts.1 == n {
+        if phased == n {
             all = Some(started.elapsed());
             break;
         }
     }
     Phased {
+        first,
         healthy,
         all,
         counts: count(&phases),
@@ -343,6 +360,7 @@ async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> Measur
     let requests = requests_per(&requests, &apiserver_requests(&kubectl), n);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
     Measured {
+        first: phased.first,
         healthy: phased.healthy,
         all: phased.all,
         apiserver_cpu,
@@ -352,6 +370,8 @@ async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> Measur
 
 /// What one run measured: the ratios to the run without a fault and to the floor use these.
 struct Measured {
+    /// When the first BSL had a phase: start-up (process, list, Lease) and the first check.
+    first: Option<Duration>,
     healthy: Option<Duration>,
     all: Option<Duration>,
     apiserver_cpu: f64,
@@ -424,6 +444,7 @@ async fn run(
     drop(sentinel);
     kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
     Measured {
+        first: phased.first,
         healthy: phased.healthy,
         all: phased.all,
         apiserver_cpu,
@@ -576,6 +597,19 @@ async fn main() {
             println!(
                 "{n:>6} BSLs, apiserver requests per BSL | bsl-sentinel: {} | floor: {}",
                 baseline.requests, floor.requests
+            );
+            // Splits the ratio into start-up and the rate of the writes after it.
+            let span = |m: &Measured| m.all.zip(m.first).map(|(all, first)| all - first);
+            println!(
+                "{n:>6} BSLs, first phased after | bsl-sentinel {} | floor {} | first to all: bsl-sentinel {}, floor {} ({})",
+                secs(baseline.first),
+                secs(floor.first),
+                secs(span(&baseline)),
+                secs(span(&floor)),
+                match (span(&baseline), span(&floor)) {
+                    (Some(b), Some(f)) => format!("{:.2}x", b.as_secs_f64() / f.as_secs_f64()),
+                    _ => "-".into(),
+                },
             );
         }
         for fault in faults.iter().filter(|f| **f != Fault::None) {
