@@ -238,6 +238,14 @@ async fn wait_phased(
     }
 }
 
+/// `a` as a multiple of `b`, or a dash where either never came.
+fn ratio(a: Option<Duration>, b: Option<Duration>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}x", a.as_secs_f64() / b.as_secs_f64()),
+        _ => "  -  ".into(),
+    }
+}
+
 fn secs(d: Option<Duration>) -> String {
     d.map(|d| format!("{:>6.1}s", d.as_secs_f64()))
         .unwrap_or_else(|| "  never".into())
@@ -419,16 +427,13 @@ async fn run(
     let sentinel_cpu = process_cpu_secs(pid);
     let requests_per_bsl = requests_per(&requests, &apiserver_requests(&kubectl), n);
     let requests = counters.requests.load(Ordering::SeqCst);
-    let ratio = match (phased.healthy, baseline) {
-        (Some(h), Some(b)) => format!("{:.2}x", h.as_secs_f64() / b.as_secs_f64()),
-        _ => "  -  ".into(),
-    };
+    let of_no_fault = ratio(phased.healthy, baseline);
     let faulty_peak = faulty_endpoint
         .as_ref()
         .map(|f| format!(", {} to the faulty one", f.peak_connections()))
         .unwrap_or_default();
     println!(
-        "{n:>6} BSLs, {:<26} | healthy phased in {} ({ratio} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit {}) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB | bsl-sentinel CPU {:.2}s per 1,000 BSLs",
+        "{n:>6} BSLs, {:<26} | healthy phased in {} ({of_no_fault} of no fault) | all phased in {} ({} Available, {} Unavailable, {} other) | peak connections {} to the healthy endpoint{faulty_peak} (limit {}) | {:.2} storage requests per healthy check | peak RSS {:.1} MiB | bsl-sentinel CPU {:.2}s per 1,000 BSLs",
         fault.label(),
         secs(phased.healthy),
         secs(phased.all),
@@ -582,13 +587,10 @@ async fn main() {
         if with_floor {
             let floor = floor(plane, s3, n).await;
             let (floor_all, floor_cpu) = (floor.all, floor.apiserver_cpu);
-            let ratio = match (baseline.all, floor_all) {
-                (Some(b), Some(f)) => format!("{:.2}x", b.as_secs_f64() / f.as_secs_f64()),
-                _ => "  -  ".into(),
-            };
+            let of_floor = ratio(baseline.all, floor_all);
             let per_1000 = |cpu: f64| cpu * 1000.0 / n as f64;
             println!(
-                "{n:>6} BSLs, floor: a bare client's merge patches, 32 at a time | all phased in {} | bsl-sentinel {ratio} of it | apiserver CPU per 1,000 BSLs phased: bsl-sentinel {:.2}s, floor {:.2}s ({:.2}x)",
+                "{n:>6} BSLs, floor: a bare client's merge patches, 32 at a time | all phased in {} | bsl-sentinel {of_floor} of it | apiserver CPU per 1,000 BSLs phased: bsl-sentinel {:.2}s, floor {:.2}s ({:.2}x)",
                 secs(floor_all),
                 per_1000(baseline.apiserver_cpu),
                 per_1000(floor_cpu),
@@ -606,10 +608,7 @@ async fn main() {
                 secs(floor.first),
                 secs(span(&baseline)),
                 secs(span(&floor)),
-                match (span(&baseline), span(&floor)) {
-                    (Some(b), Some(f)) => format!("{:.2}x", b.as_secs_f64() / f.as_secs_f64()),
-                    _ => "-".into(),
-                },
+                ratio(span(&baseline), span(&floor)),
             );
         }
         for fault in faults.iter().filter(|f| **f != Fault::None) {

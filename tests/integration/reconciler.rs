@@ -1,6 +1,7 @@
 //! The reconciler as shipped (the bsl-sentinel binary, `serve --webhook=false`), against the
 //! real control plane and real storage servers on 127.0.0.1.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
@@ -20,8 +21,8 @@ struct Ns {
 }
 
 impl Ns {
-    /// The reasons of the Events recorded in the namespace.
-    fn event_reasons(&self) -> Vec<String> {
+    /// The Events recorded in the namespace, counted by reason.
+    fn event_counts(&self) -> BTreeMap<String, usize> {
         let events = self
             .kubectl()
             .ok(&[
@@ -38,8 +39,11 @@ impl Ns {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|e| e["reason"].as_str().map(String::from))
-            .collect()
+            .filter_map(|e| e["reason"].as_str())
+            .fold(BTreeMap::new(), |mut counts, reason| {
+                *counts.entry(reason.to_string()).or_default() += 1;
+                counts
+            })
     }
 
     fn new(crd: Crd, prefix: &str) -> Ns {
@@ -221,9 +225,8 @@ async fn failures_are_unavailable_with_clear_messages_and_fixing_the_spec_heals(
     // A Warning for each BSL that failed its first check, and one recovery.
     sentinel
         .wait_for("three Unavailable events and one Available", SOON, || {
-            let reasons = ns.event_reasons();
-            let count = |reason: &str| reasons.iter().filter(|r| *r == reason).count();
-            count("Unavailable") == 3 && count("Available") == 1
+            let events = ns.event_counts();
+            events.get("Unavailable") == Some(&3) && events.get("Available") == Some(&1)
         })
         .await;
 }
@@ -248,15 +251,14 @@ async fn storage_outage_is_seen_at_the_next_check_and_recovery_too() {
     assert!(message(&status).contains("cannot connect to"), "{status}");
     // Events announce the failure and the recovery, not the first Available: that one would
     // have been recorded before the outage began.
-    let count = |reasons: &[String], reason: &str| reasons.iter().filter(|r| *r == reason).count();
-    let mut reasons = Vec::new();
+    let mut events = BTreeMap::new();
     sentinel
         .wait_for("the outage's event", SOON, || {
-            reasons = ns.event_reasons();
-            count(&reasons, "Unavailable") == 1
+            events = ns.event_counts();
+            events.get("Unavailable") == Some(&1)
         })
         .await;
-    assert_eq!(count(&reasons, "Available"), 0, "{reasons:?}");
+    assert_eq!(events.get("Available"), None, "{events:?}");
     // The dedicated server restarts with empty data (a fresh data folder starts in seconds,
     // a reused one takes 15 s to warm up): the bucket is made again.
     s3.start();
@@ -265,11 +267,11 @@ async fn storage_outage_is_seen_at_the_next_check_and_recovery_too() {
         .await;
     sentinel
         .wait_for("the recovery's event", SOON, || {
-            reasons = ns.event_reasons();
-            count(&reasons, "Available") == 1
+            events = ns.event_counts();
+            events.get("Available") == Some(&1)
         })
         .await;
-    assert_eq!(count(&reasons, "Unavailable"), 1, "{reasons:?}");
+    assert_eq!(events.get("Unavailable"), Some(&1), "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
