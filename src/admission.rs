@@ -1,14 +1,14 @@
-//! The admission decisions, as pure functions of an AdmissionRequest and read-only views of
+//! The admission decisions, as pure functions of an admission request and read-only views of
 //! the cluster: the HTTP edge (webhook.rs) only decodes and encodes.
 
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use kube::core::Status;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use serde_json::{Value, json};
 
 use crate::bsl::{GROUP, Phase};
-use crate::review::AdmittedBsl;
+use crate::review::Request;
 use crate::rules;
 use crate::served_crd::ServedCrd;
 
@@ -26,11 +26,8 @@ pub trait ClusterView {
     fn secret_exists(&self, namespace: &str, name: &str) -> Option<bool>;
 }
 
-pub fn validate(
-    req: &AdmissionRequest<AdmittedBsl>,
-    cluster: &(impl ClusterView + ?Sized),
-) -> AdmissionResponse {
-    let response = AdmissionResponse::from(req);
+pub fn validate(req: &Request, cluster: &(impl ClusterView + ?Sized)) -> AdmissionResponse {
+    let response = req.allow();
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return response;
     }
@@ -162,8 +159,8 @@ fn one_line(text: &str) -> String {
     format!("{cut}...")
 }
 
-pub fn mutate(req: &AdmissionRequest<AdmittedBsl>, served: ServedCrd) -> AdmissionResponse {
-    let response = AdmissionResponse::from(req);
+pub fn mutate(req: &Request, served: ServedCrd) -> AdmissionResponse {
+    let response = req.allow();
     if req.operation != Operation::Create {
         return response;
     }

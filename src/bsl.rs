@@ -281,40 +281,31 @@ impl<'de> Deserialize<'de> for StoredBsl {
     }
 }
 
-/// `kube::Resource` for a lean form of the BSL (a type holding `metadata: ObjectMeta`), so that
-/// the watches and admission decoding each read only what they use under Velero's kind.
-macro_rules! lean_bsl_resource {
-    ($t:ty) => {
-        impl kube::Resource for $t {
-            type DynamicType = ();
-            type Scope = k8s_openapi::NamespaceResourceScope;
+/// `kube::Resource` for the lean StoredBsl, so that the watches read only what they use
+/// under Velero's kind.
+impl kube::Resource for StoredBsl {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
 
-            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-                "BackupStorageLocation".into()
-            }
-            fn group(_: &()) -> std::borrow::Cow<'_, str> {
-                $crate::bsl::GROUP.into()
-            }
-            fn version(_: &()) -> std::borrow::Cow<'_, str> {
-                $crate::bsl::VERSION.into()
-            }
-            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-                $crate::bsl::PLURAL.into()
-            }
-            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(
-                &mut self,
-            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "BackupStorageLocation".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        VERSION.into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
-pub(crate) use lean_bsl_resource;
-
-lean_bsl_resource!(StoredBsl);
 
 #[cfg(test)]
 mod tests {

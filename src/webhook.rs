@@ -5,11 +5,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, dev::Server, web};
-use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use kube::core::admission::AdmissionResponse;
 
 use crate::admission::{self, ClusterView};
 use crate::readiness::Readiness;
-use crate::review::{AdmittedBsl, decode};
+use crate::review::{Request, decode};
 use crate::served_crd::SharedServedCrd;
 use crate::tls::ReloadingCert;
 
@@ -34,10 +34,7 @@ impl State {
     }
 }
 
-fn respond(
-    body: &[u8],
-    decide: impl FnOnce(&AdmissionRequest<AdmittedBsl>) -> AdmissionResponse,
-) -> HttpResponse {
+fn respond(body: &[u8], decide: impl FnOnce(&Request) -> AdmissionResponse) -> HttpResponse {
     match decode(body) {
         Ok(request) => {
             // Every log line of the decision names the BSL and the review it answers.

@@ -44,14 +44,16 @@ pub(crate) fn check_config(
     let Some(provider) = provider else {
         return;
     };
-    let mut allowed: Vec<&str> = provider
-        .config_keys()
-        .iter()
-        .chain(&VELERO_KEYS)
-        .copied()
-        .collect();
-    allowed.sort_unstable();
-    for key in config.keys().filter(|k| !allowed.contains(&k.as_str())) {
+    let known = |key: &str| provider.config_keys().contains(&key) || VELERO_KEYS.contains(&key);
+    // The sorted list of valid keys is built only for an error that shows it.
+    for key in config.keys().filter(|k| !known(k)) {
+        let mut allowed: Vec<&str> = provider
+            .config_keys()
+            .iter()
+            .chain(&VELERO_KEYS)
+            .copied()
+            .collect();
+        allowed.sort_unstable();
         let hint = format!(
             "the {} plugin fails on any other key (\"config has invalid keys\")",
             provider.plugin_name()

@@ -176,7 +176,7 @@ pub fn validate_document(doc: &Value) -> Report {
     let mut r = Report::default();
     check_const(doc, "apiVersion", "velero.io/v1", &mut r);
     check_const(doc, "kind", "BackupStorageLocation", &mut r);
-    let name = doc.pointer("/metadata/name");
+    let name = doc.get("metadata").and_then(|m| m.get("name"));
     match name.filter(|v| !v.is_null() && v.as_str() != Some("")) {
         None => r.error(
             "metadata.name",

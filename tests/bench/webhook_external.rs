@@ -306,6 +306,14 @@ async fn instructions(
             "callgrind {name:>12}  {:>9.0} instructions per review",
             total
         );
+        // Kept past the run's temporary directory, for the callers of what costs most.
+        let kept = std::env::temp_dir().join(format!("bench-webhook.callgrind.{name}"));
+        if std::fs::copy(&dump, &kept).is_ok() {
+            println!(
+                "callgrind {name:>12}  callgrind_annotate --inclusive=yes --tree=caller {}",
+                kept.display()
+            );
+        }
         per_review.push(total);
         drop(server);
     }
