@@ -34,13 +34,7 @@ struct Server {
 impl Drop for Server {
     /// SIGTERM first: nginx's master stops its workers on it, where SIGKILL left them running.
     fn drop(&mut self) {
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: kill(2) on the child this struct spawned and still owns.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
+        crate::support::sigterm(&self.child);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = self.child.try_wait() {

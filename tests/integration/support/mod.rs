@@ -12,7 +12,7 @@ pub mod webhook;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use control_plane::{ControlPlane, Crd};
@@ -40,6 +40,19 @@ where
             "timed out after {timeout:?} waiting for {what}: {missing}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// SIGTERM to a child process, as the kubelet stops a pod (and as nginx's master wants, to
+/// stop its workers with it); returns at once.
+pub fn sigterm(child: &Child) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    // SAFETY: kill(2) on a child the caller spawned and still owns.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
     }
 }
 

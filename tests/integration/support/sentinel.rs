@@ -188,17 +188,8 @@ impl Sentinel {
 
     /// SIGTERM, as the kubelet stops a pod; returns at once (see [`Sentinel::wait_exit`]).
     pub fn send_sigterm(&self) {
-        let Some(pid) = self
-            .child
-            .as_ref()
-            .and_then(|c| libc::pid_t::try_from(c.id()).ok())
-        else {
-            return;
-        };
-        // SAFETY: kill(2) on the child this struct spawned and still owns.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
+        if let Some(child) = &self.child {
+            super::sigterm(child);
         }
     }
 
