@@ -97,22 +97,6 @@ fn log_verdict(verdict: &Verdict) {
 fn states(ctx: &Context, store: &Store<StoredBsl>) -> Vec<BslState> {
     let objects = store.state();
     let mut known = ctx.known();
-    let present: std::collections::HashSet<(String, String)> = objects
-        .iter()
-        .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
-        .collect();
-    known.retain(|key, _| {
-        let keep = present.contains(key);
-        if !keep {
-            ctx.metrics.forget(&key.0, &key.1);
-            let id = format!("{}/{}", key.0, key.1);
-            ctx.probe.forget(&id);
-            ctx.retries().forget(&id);
-            ctx.sent().remove(&id);
-            ctx.other_writers().remove(&id);
-        }
-        keep
-    });
     let mut states: Vec<BslState> = objects
         .iter()
         .map(|o| {
@@ -131,6 +115,23 @@ fn states(ctx: &Context, store: &Store<StoredBsl>) -> Vec<BslState> {
             }
         })
         .collect();
-    states.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    // Names are unique within a namespace, so an unstable sort gives the one order.
+    states.sort_unstable_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    // Sorted, the states answer "still there?" by binary search, so no set of every key is
+    // built and hashed on each pass.
+    known.retain(|(namespace, name), _| {
+        let keep = states
+            .binary_search_by(|s| (&s.namespace, &s.name).cmp(&(namespace, name)))
+            .is_ok();
+        if !keep {
+            ctx.metrics.forget(namespace, name);
+            let id = format!("{namespace}/{name}");
+            ctx.probe.forget(&id);
+            ctx.retries().forget(&id);
+            ctx.sent().remove(&id);
+            ctx.other_writers().remove(&id);
+        }
+        keep
+    });
     states
 }
