@@ -7,7 +7,7 @@ use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use serde_json::{Value, json};
 
-use crate::bsl::{GROUP, Phase};
+use crate::bsl::{GROUP, Phase, SecretKeySelector};
 use crate::review::Request;
 use crate::rules;
 use crate::served_crd::ServedCrd;
@@ -38,16 +38,17 @@ pub fn validate(req: &Request, cluster: &(impl ClusterView + ?Sized)) -> Admissi
     // did not change is never re-judged, so an old invalid BSL can still get its status.
     if req.operation == Operation::Update
         && let Some(old) = req.old_object.as_ref()
-        && old.spec() == object.spec()
+        && old.same_spec(object)
     {
         return response;
     }
-    let object = &object.document;
+    let spec = rules::Spec::from_text(object.spec.as_deref());
+    let object = &object.head;
 
-    let report = rules::validate_document(object);
+    let report = rules::validate_parts(object, &spec);
     let namespace = req.namespace.as_deref().unwrap_or_default();
     let mut warnings = report.warnings.clone();
-    warnings.extend(cluster_warnings(object, &req.name, namespace, cluster));
+    warnings.extend(cluster_warnings(&spec, &req.name, namespace, cluster));
     let warnings: Vec<String> = warnings.iter().map(|w| one_line(w)).collect();
 
     let mut response = response;
@@ -100,14 +101,14 @@ fn display_name(object: &Value, request_name: &str) -> String {
 }
 
 fn cluster_warnings(
-    object: &Value,
+    spec: &rules::Spec,
     name: &str,
     namespace: &str,
     cluster: &(impl ClusterView + ?Sized),
 ) -> Vec<String> {
     let mut warnings = Vec::new();
-    let spec = &object["spec"];
-    if spec["default"] == Value::Bool(true) {
+    let (default, secrets) = references(spec);
+    if default {
         let others: Vec<String> = cluster
             .defaults(namespace)
             .unwrap_or_default()
@@ -121,14 +122,8 @@ fn cluster_warnings(
             ));
         }
     }
-    for (path, secret) in [
-        ("spec.credential.name", &spec["credential"]["name"]),
-        (
-            "spec.objectStorage.caCertRef.name",
-            &spec["objectStorage"]["caCertRef"]["name"],
-        ),
-    ] {
-        let Some(secret) = secret.as_str().filter(|s| !s.is_empty()) else {
+    for (path, secret) in [CREDENTIAL, CA_CERT_REF].into_iter().zip(secrets) {
+        let Some(secret) = secret.filter(|s| !s.is_empty()) else {
             continue;
         };
         if cluster.secret_exists(namespace, secret) == Some(false) {
@@ -138,6 +133,34 @@ fn cluster_warnings(
         }
     }
     warnings
+}
+
+const CREDENTIAL: &str = "spec.credential.name";
+const CA_CERT_REF: &str = "spec.objectStorage.caCertRef.name";
+
+/// What the cluster warnings read of a spec, in whichever form it came: whether it is marked
+/// default, and the Secrets named at CREDENTIAL and CA_CERT_REF.
+fn references<'a>(spec: &'a rules::Spec) -> (bool, [Option<&'a str>; 2]) {
+    match spec {
+        rules::Spec::Missing => (false, [None, None]),
+        rules::Spec::Typed(spec) => (
+            spec.default == Some(true),
+            [
+                spec.credential.as_ref().map(SecretKeySelector::name),
+                spec.object_storage
+                    .ca_cert_ref
+                    .as_ref()
+                    .map(SecretKeySelector::name),
+            ],
+        ),
+        rules::Spec::Json(spec) => (
+            spec["default"] == Value::Bool(true),
+            [
+                spec["credential"]["name"].as_str(),
+                spec["objectStorage"]["caCertRef"]["name"].as_str(),
+            ],
+        ),
+    }
 }
 
 fn quoted_list(names: &[String], one: &str, many: &str) -> String {
@@ -167,7 +190,7 @@ pub fn mutate(req: &Request, served: ServedCrd) -> AdmissionResponse {
     let Some(object) = req.object.as_ref() else {
         return response;
     };
-    match initial_status_patch(&object.document, served) {
+    match initial_status_patch(&object.head, served) {
         Some(patch) => match response.clone().with_patch(patch) {
             Ok(patched) => patched,
             // Never break creation: an unserializable patch just means no stamp.

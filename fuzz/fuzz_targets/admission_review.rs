@@ -1,8 +1,10 @@
 //! Any HTTP body sent to /validate or /mutate: decoded, then judged by both webhooks on both
-//! CRDs. Neither may panic, and an answer always carries the request's uid.
+//! CRDs. Neither may panic, and an answer always carries the request's uid. The webhook's rules
+//! read the spec as text; they must judge it as the CLI judges the same document as JSON.
 #![no_main]
 
 use bsl_sentinel::admission::{self, ClusterView};
+use bsl_sentinel::rules::{self, Spec};
 use bsl_sentinel::served_crd::ServedCrd;
 use libfuzzer_sys::fuzz_target;
 
@@ -23,6 +25,18 @@ fuzz_target!(|body: &[u8]| {
     };
     let answer = admission::validate(&request, &Cluster);
     assert_eq!(answer.uid, request.uid);
+    if let Some(object) = &request.object {
+        let mut document = object.head.clone();
+        if let Some(spec) = &object.spec
+            && let Ok(spec) = serde_json::from_str(spec.get())
+        {
+            document["spec"] = spec;
+        }
+        assert_eq!(
+            rules::validate_parts(&object.head, &Spec::from_text(object.spec.as_deref())),
+            rules::validate_document(&document)
+        );
+    }
     for served in [
         ServedCrd::default(),
         ServedCrd {

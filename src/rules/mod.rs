@@ -7,6 +7,7 @@
 
 mod ca_cert;
 pub(crate) mod config;
+mod input;
 mod names;
 pub(crate) mod report;
 mod shapes;
@@ -17,6 +18,7 @@ use k8s_openapi::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use input::Spec;
 pub use report::{ErrorKind, FieldError, Report};
 
 use crate::bsl::{BackupStorageLocationSpec, ObjectStorageLocation};
@@ -173,10 +175,16 @@ fn check_duration(value: Option<&str>, path: &str, r: &mut Report) -> Option<GoD
 
 /// Checks a whole manifest as the offline CLI reads it: type, name, then the spec.
 pub fn validate_document(doc: &Value) -> Report {
+    validate_parts(doc, &Spec::from_value(doc.get("spec")))
+}
+
+/// The same for a document read in two parts, as the webhook reads it: `head` for apiVersion,
+/// kind and metadata.name, and the spec on its own.
+pub fn validate_parts(head: &Value, spec: &Spec) -> Report {
     let mut r = Report::default();
-    check_const(doc, "apiVersion", "velero.io/v1", &mut r);
-    check_const(doc, "kind", "BackupStorageLocation", &mut r);
-    let name = doc.get("metadata").and_then(|m| m.get("name"));
+    check_const(head, "apiVersion", "velero.io/v1", &mut r);
+    check_const(head, "kind", "BackupStorageLocation", &mut r);
+    let name = head.get("metadata").and_then(|m| m.get("name"));
     match name.filter(|v| !v.is_null() && v.as_str() != Some("")) {
         None => r.error(
             "metadata.name",
@@ -190,28 +198,39 @@ pub fn validate_document(doc: &Value) -> Report {
         }
         Some(v) => r.invalid("metadata.name", &json_text(v), "must be a string"),
     }
-    let Some(spec) = doc.get("spec").filter(|s| !s.is_null()) else {
-        r.error(
-            "spec",
-            ErrorKind::Required,
-            "set spec with at least provider and objectStorage.bucket",
-        );
-        return r;
-    };
-    let before = r.errors.len();
-    check_shape(spec, Shape::Obj(SPEC), "spec", &mut r);
-    if r.errors.len() > before {
-        return r;
-    }
-    match BackupStorageLocationSpec::deserialize(spec) {
-        Ok(spec) => {
-            let rules = validate(&spec);
-            r.errors.extend(rules.errors);
-            r.warnings.extend(rules.warnings);
+    let decoded;
+    let typed = match spec {
+        Spec::Missing => {
+            r.error(
+                "spec",
+                ErrorKind::Required,
+                "set spec with at least provider and objectStorage.bucket",
+            );
+            return r;
         }
-        // Only reachable if the shape tables drift from crate::bsl.
-        Err(e) => r.invalid("spec", &json_text(spec), e.to_string()),
-    }
+        Spec::Typed(spec) => spec,
+        Spec::Json(spec) => {
+            let before = r.errors.len();
+            check_shape(spec, Shape::Obj(SPEC), "spec", &mut r);
+            if r.errors.len() > before {
+                return r;
+            }
+            match BackupStorageLocationSpec::deserialize(spec.as_ref()) {
+                Ok(spec) => {
+                    decoded = spec;
+                    &decoded
+                }
+                // Only reachable if the shape tables drift from crate::bsl.
+                Err(e) => {
+                    r.invalid("spec", &json_text(spec), e.to_string());
+                    return r;
+                }
+            }
+        }
+    };
+    let rules = validate(typed);
+    r.errors.extend(rules.errors);
+    r.warnings.extend(rules.warnings);
     r
 }
 
