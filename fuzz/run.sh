@@ -18,7 +18,7 @@ if [ ! -x "$cache/cargo-fuzz/bin/cargo-fuzz" ]; then
   cargo install --locked --quiet --root "$cache/cargo-fuzz" cargo-fuzz@0.13.2
 fi
 export PATH="$cache/cargo-fuzz/bin:$PATH"
-progress "fuzz: building the targets with nightly and AddressSanitizer (cold: about 6 minutes)"
+progress "fuzz: building the targets with nightly and AddressSanitizer (cold: about 6 minutes; only the code they run is optimised, fuzz/Cargo.toml)"
 cargo +nightly fuzz build -O
 passed=0 failed=0
 for target in $(cargo +nightly fuzz list); do
