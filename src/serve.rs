@@ -227,7 +227,13 @@ pub fn main(args: ServeArgs) -> ExitCode {
             }),
         )
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One thread for the reconciler, the Lease and the admin port; the webhook serves on actix's
+    // own worker threads. A second worker moved tasks between threads and woke the other on
+    // every spawn: 20% of the reconciler's CPU at 10,000 BSLs (BENCHMARKS.md, Reconciler).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
