@@ -3,6 +3,7 @@
 //! JSON at /status on the admin port, and printed by `bsl-sentinel status`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -111,6 +112,48 @@ impl ServerStatus {
         ));
         out
     }
+}
+
+/// A status whose only news is later validation times waits this long after the last write:
+/// with 60 or more BSLs on Velero's 1-minute validation, a time moves every second, and the
+/// ConfigMap (up to 200 locations) would be rewritten as often.
+const TIMES_ONLY_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether `new` should be written, given the status last written and how long ago: at once
+/// when what it says changes (state, message, counts, a listed BSL's phase, default or message,
+/// the other writers), after [`TIMES_ONLY_EVERY`] when only validation times moved, and at
+/// least every `reminder`.
+pub fn publish_due(
+    last: Option<(&ServerStatus, Duration)>,
+    new: &ServerStatus,
+    reminder: Duration,
+) -> bool {
+    let Some((last, ago)) = last else {
+        return true;
+    };
+    fn news(s: &ServerStatus) -> (ServerState, &str, &Counts, usize, &[String], usize) {
+        (
+            s.state,
+            &s.message,
+            &s.counts,
+            s.omitted,
+            &s.other_writers,
+            s.locations.len(),
+        )
+    }
+    let same_locations = last.locations.iter().zip(&new.locations).all(|(a, b)| {
+        (&a.namespace, &a.name, a.phase, a.default, &a.message)
+            == (&b.namespace, &b.name, b.phase, b.default, &b.message)
+    });
+    if news(last) != news(new) || !same_locations {
+        return true;
+    }
+    let times_moved = last
+        .locations
+        .iter()
+        .zip(&new.locations)
+        .any(|(a, b)| a.last_validation_time != b.last_validation_time);
+    ago >= reminder || (times_moved && ago >= TIMES_ONLY_EVERY)
 }
 
 /// Writes the status with server-side apply; only the leader calls this.
@@ -235,6 +278,48 @@ mod tests {
         assert_eq!(status.omitted, 0);
         let back: Option<ServerStatus> = serde_json::from_str(&json).ok();
         assert_eq!(back, Some(status));
+    }
+
+    #[test]
+    fn only_news_is_written_at_once_and_later_validation_times_wait() {
+        let location = |phase, time: &str| BslState {
+            namespace: "velero".into(),
+            name: "default".into(),
+            phase: Some(phase),
+            default: true,
+            message: String::new(),
+            last_validation_time: Some(time.into()),
+        };
+        let status = |location: BslState| {
+            ServerStatus::new(
+                &assess(std::slice::from_ref(&location)),
+                vec![location],
+                "pod-a",
+                String::new(),
+            )
+        };
+        let reminder = Duration::from_secs(300);
+        let second = Duration::from_secs(1);
+        let first = status(location(Phase::Available, "2026-12-07T10:00:00Z"));
+        assert!(publish_due(None, &first, reminder));
+        // Nothing new: not until the reminder.
+        assert!(!publish_due(Some((&first, second)), &first, reminder));
+        assert!(publish_due(Some((&first, reminder)), &first, reminder));
+        // Only a later validation time: after TIMES_ONLY_EVERY, not on every check.
+        let later = status(location(Phase::Available, "2026-12-07T10:01:00Z"));
+        assert!(!publish_due(Some((&first, second)), &later, reminder));
+        assert!(publish_due(
+            Some((&first, TIMES_ONLY_EVERY)),
+            &later,
+            reminder
+        ));
+        // A phase change, or another writer seen: at once.
+        let down = status(location(Phase::Unavailable, "2026-12-07T10:01:00Z"));
+        assert!(publish_due(Some((&first, second)), &down, reminder));
+        let shared = first
+            .clone()
+            .with_other_writers(vec!["velero/default".into()]);
+        assert!(publish_due(Some((&first, second)), &shared, reminder));
     }
 
     #[test]

@@ -22,7 +22,8 @@ pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
     }
     let mut last: Option<(Level, String)> = None;
     let mut logged_at = Instant::now();
-    let mut published_at = Instant::now();
+    // What was last written and when: a failed write is retried on the next pass.
+    let mut published: Option<(ServerStatus, Instant)> = None;
     loop {
         let states = states(&ctx, &store);
         let verdict = health::assess(&states);
@@ -36,19 +37,11 @@ pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
         let others = ctx.other_writers().iter().cloned().collect();
         let status = ServerStatus::new(&verdict, states, &ctx.config.identity, now)
             .with_other_writers(others);
-        let changed = ctx.status.borrow().as_ref().is_none_or(|c| {
-            (c.state, &c.message, &c.locations, &c.other_writers)
-                != (
-                    status.state,
-                    &status.message,
-                    &status.locations,
-                    &status.other_writers,
-                )
-        });
         ctx.status.send_replace(Some(status.clone()));
-        if changed || published_at.elapsed() >= ctx.config.health_reminder {
+        let last_written = published.as_ref().map(|(s, at)| (s, at.elapsed()));
+        if status::publish_due(last_written, &status, ctx.config.health_reminder) {
             match status::publish(ctx.client.clone(), &ctx.config.status_namespace, &status).await {
-                Ok(()) => published_at = Instant::now(),
+                Ok(()) => published = Some((status, Instant::now())),
                 Err(e) => tracing::warn!(error = %e, "cannot publish the server status"),
             }
         }
