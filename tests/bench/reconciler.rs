@@ -7,13 +7,18 @@
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- \
 //!     [--sizes 1000,10000] [--faults dead,silent,slow]
-//!     [--floor] [--against-velero [--cap 180]] [--max-connections-per-endpoint 4]
+//!     [--floor] [--against-velero [--cap 180]] [--steady SECONDS]
+//!     [--max-connections-per-endpoint 4]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
 //!
 //! --floor adds, after each run without a fault, the floor of that run: a bare client that
 //! merge-patches the same status onto the same number of fresh BSLs, 32 at a time (as many as
 //! bsl-sentinel writes at once), watched the same way; with the apiserver's CPU seconds per
 //! 1,000 BSLs phased for both.
+//!
+//! --steady SECONDS phases the BSLs on a 1-minute validation frequency, then counts for
+//! SECONDS the status writes bsl-sentinel makes (BSLs and its server status ConfigMap) and its
+//! CPU.
 //!
 //! --against-velero runs the dead-port and silent-endpoint cases on Velero's stock CRD, first
 //! with the real `velero server` validating the BSLs (its defaults), then with bsl-sentinel,
@@ -298,12 +303,16 @@ fn per_endpoint() -> usize {
 }
 
 async fn start_sentinel(plane: &ControlPlane, ns: &str) -> Sentinel {
+    start_sentinel_every(plane, ns, "1h").await
+}
+
+async fn start_sentinel_every(plane: &ControlPlane, ns: &str, frequency: &str) -> Sentinel {
     let limit = per_endpoint().to_string();
     let flags = [
         "--max-connections-per-endpoint",
         &limit,
         "--validation-frequency",
-        "1h",
+        frequency,
         "--check-timeout",
         "10s",
         "--lease-duration",
@@ -457,6 +466,33 @@ async fn run(
     }
 }
 
+/// Steady state: `n` healthy BSLs on Velero's default validation frequency (1m), phased, then
+/// watched for `window`: the apiserver requests bsl-sentinel made in it and its CPU.
+async fn steady(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, window: Duration) {
+    let ns = plane.namespace(&format!("steady-{n}"));
+    let kubectl = plane.kubectl();
+    credential_secret(&kubectl, &ns, s3);
+    create_bsls(&kubectl, &ns, n, &s3.endpoint, "", |_| false);
+    let started = Instant::now();
+    let sentinel = start_sentinel_every(plane, &ns, "1m").await;
+    let pid = sentinel.pid();
+    let limit = Duration::from_secs(600);
+    wait_phased(plane, &ns, n, n, |_| false, started, limit).await;
+    let (requests, cpu) = (apiserver_requests(&kubectl), process_cpu_secs(pid));
+    tokio::time::sleep(window).await;
+    let after = apiserver_requests(&kubectl);
+    let count = |key: &str| after.get(key).unwrap_or(&0.0) - requests.get(key).unwrap_or(&0.0);
+    println!(
+        "{n:>6} BSLs, steady, validated every 1m, {}s watched | BSL status writes {:.0} | server status writes {:.0} | bsl-sentinel CPU {:.2}s",
+        window.as_secs(),
+        count("PATCH backupstoragelocations"),
+        count("PATCH configmaps"),
+        process_cpu_secs(pid) - cpu,
+    );
+    drop(sentinel);
+    kubectl.run(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
 /// Who phases the BSLs in the comparison with Velero.
 #[derive(Clone, Copy, Debug)]
 enum Validator {
@@ -582,6 +618,15 @@ async fn main() {
             }),
     };
     let with_floor = std::env::args().any(|a| a == "--floor");
+    if let Some(window) = arg("--steady") {
+        let Ok(window) = window.parse::<u64>() else {
+            usage("--steady takes whole seconds")
+        };
+        for n in sizes {
+            steady(plane, s3, n, Duration::from_secs(window)).await;
+        }
+        return;
+    }
     for n in sizes {
         let baseline = run(plane, s3, n, Fault::None, None).await;
         if with_floor {
