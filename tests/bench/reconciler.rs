@@ -486,7 +486,8 @@ async fn steady(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, window: 
         "{n:>6} BSLs, steady, validated every 1m, {}s watched | BSL status writes {:.0} | server status writes {:.0} | bsl-sentinel CPU {:.2}s",
         window.as_secs(),
         count("PATCH backupstoragelocations"),
-        count("PATCH configmaps"),
+        // Server-side apply is counted under its own verb.
+        count("APPLY configmaps") + count("PATCH configmaps"),
         process_cpu_secs(pid) - cpu,
     );
     drop(sentinel);
