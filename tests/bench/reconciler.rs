@@ -14,7 +14,8 @@
 //! --floor adds, after each run without a fault, the floor of that run: a bare client that
 //! merge-patches the same status onto the same number of fresh BSLs, 32 at a time (as many as
 //! bsl-sentinel writes at once), watched the same way; with the apiserver's CPU seconds per
-//! 1,000 BSLs phased for both.
+//! 1,000 BSLs phased for both; then the floor with checks, the same patches each after the
+//! listing a check makes (what is left of the ratio beside it is bsl-sentinel's own).
 //!
 //! --steady SECONDS phases the BSLs on a 1-minute validation frequency, then counts for
 //! SECONDS the status writes bsl-sentinel makes (BSLs and its server status ConfigMap) and its
@@ -47,6 +48,7 @@ use kube::{Api, ResourceExt};
 use measure::{
     apiserver_cpu_secs, apiserver_requests, arg, cores, count_arg, process_cpu_secs, requests_per,
 };
+use object_store::ObjectStore;
 use serde_json::{Value, json};
 use support::control_plane::free_port;
 use support::faults::{Faulty, Mode};
@@ -333,9 +335,16 @@ async fn seeded_storage() -> &'static SeaweedFs {
 }
 
 /// The floor of a run without a fault: `n` fresh BSLs given the status a check writes by a
-/// bare client, 32 patches at a time, timed to all phased as the watch sees it.
-async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> Measured {
-    let ns = plane.namespace(&format!("floor-{n}"));
+/// bare client, 32 patches at a time, timed to all phased as the watch sees it. With
+/// `checks`, each patch follows the listing a check makes, at most `per_endpoint()` at once
+/// as bsl-sentinel bounds them: the same storage work on the same cores, without bsl-sentinel.
+async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, checks: bool) -> Measured {
+    let ns = plane.namespace(&format!(
+        "floor-{n}-{}",
+        if checks { "checks" } else { "patches" }
+    ));
+    let store = s3.store("bench");
+    let listings = Arc::new(tokio::sync::Semaphore::new(per_endpoint()));
     let kubectl = plane.kubectl();
     credential_secret(&kubectl, &ns, s3);
     create_bsls(&kubectl, &ns, n, &s3.endpoint, &s3.endpoint, |_| false);
@@ -345,8 +354,15 @@ async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize) -> Measur
     let started = Instant::now();
     let writes = futures::stream::iter(0..n)
         .map(|i| {
-            let api = api.clone();
+            let (api, store, listings) = (api.clone(), store.clone(), listings.clone());
             async move {
+                if checks {
+                    let _permit = listings.acquire().await;
+                    let prefix = object_store::path::Path::from("velero");
+                    if let Err(e) = store.list_with_delimiter(Some(&prefix)).await {
+                        panic!("the floor's listing failed: {e}");
+                    }
+                }
                 let status = json!({"status": {"phase": "Available", "message": "BackupStorageLocation is valid",
                     "lastValidationTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
                 api.patch(&format!("bsl-{i:05}"), &PatchParams::default(), &Patch::Merge(&status))
@@ -631,7 +647,8 @@ async fn main() {
     for n in sizes {
         let baseline = run(plane, s3, n, Fault::None, None).await;
         if with_floor {
-            let floor = floor(plane, s3, n).await;
+            let with_checks = floor(plane, s3, n, true).await;
+            let floor = floor(plane, s3, n, false).await;
             let (floor_all, floor_cpu) = (floor.all, floor.apiserver_cpu);
             let of_floor = ratio(baseline.all, floor_all);
             let per_1000 = |cpu: f64| cpu * 1000.0 / n as f64;
@@ -645,6 +662,13 @@ async fn main() {
             println!(
                 "{n:>6} BSLs, apiserver requests per BSL | bsl-sentinel: {} | floor: {}",
                 baseline.requests, floor.requests
+            );
+            println!(
+                "{n:>6} BSLs, floor with checks: the same, each patch after a listing, {} at a time | all phased in {} | bsl-sentinel {} of it | apiserver CPU per 1,000 BSLs phased {:.2}s",
+                per_endpoint(),
+                secs(with_checks.all),
+                ratio(baseline.all, with_checks.all),
+                per_1000(with_checks.apiserver_cpu),
             );
             // Splits the ratio into start-up and the rate of the writes after it.
             let span = |m: &Measured| m.all.zip(m.first).map(|(all, first)| all - first);
