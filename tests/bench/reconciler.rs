@@ -7,7 +7,7 @@
 //!
 //! cargo build --release && cargo run --release --example bench-reconciler -- \
 //!     [--sizes 1000,10000] [--faults dead,silent,slow]
-//!     [--floor] [--against-velero [--cap 180]] [--steady SECONDS]
+//!     [--floor] [--against-velero [--cap 180]] [--steady SECONDS [--spread]]
 //!     [--max-connections-per-endpoint 4]
 //! (BSL_SENTINEL_BIN=path benches another bsl-sentinel build.)
 //!
@@ -19,7 +19,8 @@
 //!
 //! --steady SECONDS phases the BSLs on a 1-minute validation frequency, then counts for
 //! SECONDS the status writes bsl-sentinel makes (BSLs and its server status ConfigMap) and its
-//! CPU.
+//! CPU; with --spread the BSLs are created in ten batches over a minute, so their checks
+//! spread over it.
 //!
 //! --against-velero runs the dead-port and silent-endpoint cases on Velero's stock CRD, first
 //! with the real `velero server` validating the BSLs (its defaults), then with bsl-sentinel,
@@ -269,12 +270,12 @@ fn credential_secret(kubectl: &support::Kubectl, ns: &str, s3: &SeaweedFs) {
 fn create_bsls(
     kubectl: &support::Kubectl,
     ns: &str,
-    n: usize,
+    names: std::ops::Range<usize>,
     endpoint: &str,
     bad_url: &str,
     is_faulty: impl Fn(usize) -> bool,
 ) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+    for chunk in names.collect::<Vec<_>>().chunks(500) {
         let items: Vec<Value> = chunk
             .iter()
             .map(|i| {
@@ -347,7 +348,7 @@ async fn floor(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, checks: b
     let listings = Arc::new(tokio::sync::Semaphore::new(per_endpoint()));
     let kubectl = plane.kubectl();
     credential_secret(&kubectl, &ns, s3);
-    create_bsls(&kubectl, &ns, n, &s3.endpoint, &s3.endpoint, |_| false);
+    create_bsls(&kubectl, &ns, 0..n, &s3.endpoint, &s3.endpoint, |_| false);
     let api: Api<BackupStorageLocation> = Api::namespaced(plane.client().await, &ns);
     let cpu = apiserver_cpu_secs(plane);
     let requests = apiserver_requests(&kubectl);
@@ -429,7 +430,7 @@ async fn run(
     let ns = plane.namespace(&format!("bench-{n}-{fault:?}").to_lowercase());
     let kubectl = plane.kubectl();
     credential_secret(&kubectl, &ns, s3);
-    create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
+    create_bsls(&kubectl, &ns, 0..n, &endpoint, &bad_url, is_faulty);
 
     let cpu = apiserver_cpu_secs(plane);
     let requests = apiserver_requests(&kubectl);
@@ -484,13 +485,37 @@ async fn run(
 
 /// Steady state: `n` healthy BSLs on Velero's default validation frequency (1m), phased, then
 /// watched for `window`: the apiserver requests bsl-sentinel made in it and its CPU.
-async fn steady(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, window: Duration) {
+async fn steady(
+    plane: &'static ControlPlane,
+    s3: &SeaweedFs,
+    n: usize,
+    window: Duration,
+    spread: bool,
+) {
     let ns = plane.namespace(&format!("steady-{n}"));
     let kubectl = plane.kubectl();
     credential_secret(&kubectl, &ns, s3);
-    create_bsls(&kubectl, &ns, n, &s3.endpoint, "", |_| false);
     let started = Instant::now();
-    let sentinel = start_sentinel_every(plane, &ns, "1m").await;
+    let sentinel = if spread {
+        // Ten batches over the minute, so the checks spread over it as in a cluster whose
+        // BSLs were created at different times.
+        let sentinel = start_sentinel_every(plane, &ns, "1m").await;
+        for batch in 0..10 {
+            create_bsls(
+                &kubectl,
+                &ns,
+                batch * n / 10..(batch + 1) * n / 10,
+                &s3.endpoint,
+                "",
+                |_| false,
+            );
+            tokio::time::sleep(Duration::from_secs(6)).await;
+        }
+        sentinel
+    } else {
+        create_bsls(&kubectl, &ns, 0..n, &s3.endpoint, "", |_| false);
+        start_sentinel_every(plane, &ns, "1m").await
+    };
     let pid = sentinel.pid();
     let limit = Duration::from_secs(600);
     wait_phased(plane, &ns, n, n, |_| false, started, limit).await;
@@ -499,7 +524,8 @@ async fn steady(plane: &'static ControlPlane, s3: &SeaweedFs, n: usize, window: 
     let after = apiserver_requests(&kubectl);
     let count = |key: &str| after.get(key).unwrap_or(&0.0) - requests.get(key).unwrap_or(&0.0);
     println!(
-        "{n:>6} BSLs, steady, validated every 1m, {}s watched | BSL status writes {:.0} | server status writes {:.0} | bsl-sentinel CPU {:.2}s",
+        "{n:>6} BSLs{}, steady, validated every 1m, {}s watched | BSL status writes {:.0} | server status writes {:.0} | bsl-sentinel CPU {:.2}s",
+        if spread { " created over a minute" } else { "" },
         window.as_secs(),
         count("PATCH backupstoragelocations"),
         // Server-side apply is counted under its own verb.
@@ -553,7 +579,7 @@ async fn against_velero(n: usize, cap: Duration) {
             let ns = plane.namespace(&format!("vs-{validator:?}-{fault:?}").to_lowercase());
             let kubectl = plane.kubectl();
             credential_secret(&kubectl, &ns, s3);
-            create_bsls(&kubectl, &ns, n, &endpoint, &bad_url, is_faulty);
+            create_bsls(&kubectl, &ns, 0..n, &endpoint, &bad_url, is_faulty);
             let started = Instant::now();
             let running = match validator {
                 Validator::Velero => {
@@ -640,7 +666,8 @@ async fn main() {
             usage("--steady takes whole seconds")
         };
         for n in sizes {
-            steady(plane, s3, n, Duration::from_secs(window)).await;
+            let spread = std::env::args().any(|a| a == "--spread");
+            steady(plane, s3, n, Duration::from_secs(window), spread).await;
         }
         return;
     }
