@@ -22,8 +22,10 @@ pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
     }
     let mut last: Option<(Level, String)> = None;
     let mut logged_at = Instant::now();
-    // What was last written and when: a failed write is retried on the next pass.
+    // What was last written and when: a failed write is retried on the next pass, and an
+    // apiserver outage is logged once, not on every pass.
     let mut published: Option<(ServerStatus, Instant)> = None;
+    let mut publish_failing = false;
     loop {
         let states = states(&ctx, &store);
         let verdict = health::assess(&states);
@@ -41,8 +43,20 @@ pub(super) async fn health_loop(ctx: Arc<Context>, store: Store<StoredBsl>) {
         let last_written = published.as_ref().map(|(s, at)| (s, at.elapsed()));
         if status::publish_due(last_written, &status, ctx.config.health_reminder) {
             match status::publish(ctx.client.clone(), &ctx.config.status_namespace, &status).await {
-                Ok(()) => published = Some((status, Instant::now())),
-                Err(e) => tracing::warn!(error = %e, "cannot publish the server status"),
+                Ok(()) => {
+                    if publish_failing {
+                        tracing::info!("the server status is published again");
+                    }
+                    publish_failing = false;
+                    published = Some((status, Instant::now()));
+                }
+                Err(e) if publish_failing => {
+                    tracing::debug!(error = %e, "cannot publish the server status")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot publish the server status; retrying on each pass");
+                    publish_failing = true;
+                }
             }
         }
         tokio::select! {
