@@ -665,8 +665,8 @@ async fn main() {
         let Ok(window) = window.parse::<u64>() else {
             usage("--steady takes whole seconds")
         };
+        let spread = std::env::args().any(|a| a == "--spread");
         for n in sizes {
-            let spread = std::env::args().any(|a| a == "--spread");
             steady(plane, s3, n, Duration::from_secs(window), spread).await;
         }
         return;
