@@ -37,15 +37,26 @@ impl State {
 fn respond(body: &[u8], decide: impl FnOnce(&Request) -> AdmissionResponse) -> HttpResponse {
     match decode(body) {
         Ok(request) => {
-            // Every log line of the decision names the BSL and the review it answers.
-            let span = tracing::info_span!(
+            // Every log line of the decision names the BSL and the review it answers. Debug,
+            // not info: nothing logs inside a review at info, and an enabled span is built
+            // (its fields formatted) on every review: 6% of a review's instructions.
+            let span = tracing::debug_span!(
                 "admission",
                 namespace = request.namespace.as_deref().unwrap_or_default(),
                 name = %request.name,
                 uid = %request.uid,
                 operation = ?request.operation,
             );
-            let response = span.in_scope(|| decide(&request));
+            let response = span.in_scope(|| {
+                let response = decide(&request);
+                tracing::debug!(
+                    allowed = response.allowed,
+                    warnings = response.warnings.as_ref().map_or(0, Vec::len),
+                    patched = response.patch.is_some(),
+                    "review answered"
+                );
+                response
+            });
             HttpResponse::Ok().json(response.into_review())
         }
         Err(message) => HttpResponse::BadRequest()
