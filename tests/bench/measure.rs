@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use crate::support::{ControlPlane, Kubectl};
 
+/// The log level bsl-sentinel runs at: what deploy/ ships (info, no debug line per check or
+/// review), unless RUST_LOG says otherwise.
+pub fn log_level() -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())
+}
+
 /// The value after `name` on the command line, if there is one (a flag after it is none).
 pub fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();

@@ -321,8 +321,7 @@ async fn start_sentinel_every(plane: &ControlPlane, ns: &str, frequency: &str) -
         "--lease-duration",
         "15s",
     ];
-    // What deploy/ ships (info, no debug line per check), unless RUST_LOG says otherwise.
-    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    let log = measure::log_level();
     let env = [("RUST_LOG", log.as_str())];
     Sentinel::start_with(plane, &plane.kubeconfig, ns, "bench", &flags, &env).await
 }

@@ -73,11 +73,7 @@ fn sentinel_command(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env("KUBECONFIG", &plane.kubeconfig)
-        // What deploy/ ships (info), unless RUST_LOG says otherwise.
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        .env("RUST_LOG", super::measure::log_level())
         .env_remove("POD_NAME")
         .env_remove("POD_NAMESPACE")
         .args(["serve", "--reconciler=false", "--namespace", "velero"])
