@@ -6,7 +6,7 @@
 //! cargo build --release && cargo run --release --example bench-webhook -- --external [--callgrind 5000]
 //!
 //! `--external` drives the release binary in its own process instead, beside nginx as the
-//! floor (see webhook_external.rs).
+//! floor and the same HTTP stack answering canned bytes (see webhook_external.rs).
 
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/support/mod.rs"]
@@ -227,6 +227,10 @@ async fn run(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if let Some(at) = std::env::args().position(|a| a == "--canned-server") {
+        let args: Vec<String> = std::env::args().skip(at + 1).collect();
+        return external::canned_server(&args).await;
+    }
     let connections = count_arg("--connections", 32);
     let seconds = count_arg("--seconds", 5) as u64;
     let workers = count_arg("--workers", 1);

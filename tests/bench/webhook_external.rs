@@ -7,6 +7,10 @@
 //! counting the instructions one review costs (stable where timings are not), with where
 //! bsl-sentinel's go.
 //!
+//! A third server runs in the same rounds: this bench's own process serving bsl-sentinel's
+//! answer as canned bytes on the same HTTP stack (actix-web over rustls, configured as
+//! `webhook::serve` does), so that what bsl-sentinel costs beyond it is its handler's.
+//!
 //! Needs Debian's `wrk`, `nginx-light` and `valgrind` packages (apt-get install wrk nginx-light
 //! valgrind); the bench is run by hand, never by CI.
 
@@ -129,6 +133,77 @@ fn nginx_command(
     cmd
 }
 
+/// The canned server: `--canned-server ADDR CERT KEY ANSWER_FILE WORKERS`, run by
+/// `canned_command` in a process of its own.
+pub async fn canned_server(args: &[String]) {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let [addr, cert, key, answer, workers] = args else {
+        panic!("--canned-server ADDR CERT KEY ANSWER_FILE WORKERS, got {args:?}");
+    };
+    let answer = Bytes::from(std::fs::read(answer).unwrap_or_else(|e| panic!("{answer}: {e}")));
+    let workers: usize = workers.parse().unwrap_or_else(|e| panic!("{workers}: {e}"));
+    let cert = bsl_sentinel::tls::ReloadingCert::load(Path::new(cert), Path::new(key))
+        .unwrap_or_else(|e| panic!("certificate: {e}"));
+    let tls = cert.server_config().unwrap_or_else(|e| panic!("TLS: {e}"));
+    let listener = std::net::TcpListener::bind(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    // As webhook::serve builds its server and routes, with a handler that reads the body the
+    // same way (web::Bytes, the same limit) and answers the same bytes.
+    let server = HttpServer::new(move || {
+        let answer = answer.clone();
+        App::new()
+            .app_data(web::PayloadConfig::new(bsl_sentinel::webhook::MAX_BODY))
+            .route(
+                "/validate",
+                web::post().to(move |_: web::Bytes| {
+                    let answer = answer.clone();
+                    async move {
+                        HttpResponse::Ok()
+                            .content_type("application/json")
+                            .body(answer)
+                    }
+                }),
+            )
+    })
+    .workers(workers)
+    .disable_signals()
+    .shutdown_timeout(5)
+    .listen_rustls_0_23(listener, tls)
+    .unwrap_or_else(|e| panic!("canned server: {e}"))
+    .run();
+    server
+        .await
+        .unwrap_or_else(|e| panic!("canned server: {e}"));
+}
+
+fn canned_command(
+    dir: &Path,
+    mount: &SecretMount,
+    addr: SocketAddr,
+    workers: usize,
+    answer: &str,
+    prefix: &[String],
+) -> Command {
+    let file = dir.join("canned-answer.json");
+    std::fs::write(&file, answer).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let (program, args) = match prefix.split_first() {
+        Some((p, rest)) => (
+            PathBuf::from(p),
+            [rest, &[exe.display().to_string()]].concat(),
+        ),
+        None => (exe, vec![]),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .arg("--canned-server")
+        .arg(addr.to_string())
+        .arg(mount.cert())
+        .arg(mount.key())
+        .arg(&file)
+        .arg(workers.to_string());
+    cmd
+}
+
 fn start(cmd: Command, addr: SocketAddr, log: PathBuf) -> Server {
     Server {
         child: spawn(cmd, &log),
@@ -226,20 +301,40 @@ pub async fn main(setup: Setup) {
     );
     let floor = answered(&nginx, &ca, body, Duration::from_secs(10)).await;
     assert_eq!(floor, answer.as_bytes(), "nginx answers other bytes");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let canned = start(
+        canned_command(&dir, &mount, addr, workers, &answer, &[]),
+        addr,
+        dir.join("canned.log"),
+    );
+    let same = answered(&canned, &ca, body, Duration::from_secs(10)).await;
+    assert_eq!(
+        same,
+        answer.as_bytes(),
+        "the canned server answers other bytes"
+    );
     println!(
-        "bsl-sentinel alone (release binary, serve --reconciler=false) beside nginx answering its {} byte answer; {workers} worker(s) each, {connections} connections, {seconds}s per step",
+        "bsl-sentinel alone (release binary, serve --reconciler=false) beside nginx and actix-web (canned) answering its {} byte answer; {workers} worker(s) each, {connections} connections, {seconds}s per step",
         answer.len()
     );
     for round in 1..=2 {
         let ours = wrk(sentinel.addr, &dir, connections, seconds, body);
+        let stack = wrk(canned.addr, &dir, connections, seconds, body);
         let theirs = wrk(nginx.addr, &dir, connections, seconds, body);
         println!(
-            "wrk round {round}   bsl-sentinel {ours:>8.0} reviews/s  nginx {theirs:>8.0}/s  ratio {:.2}",
-            ours / theirs
+            "wrk round {round}   bsl-sentinel {ours:>8.0} reviews/s  actix-canned {stack:>8.0}/s  nginx {theirs:>8.0}/s  ratios {:.2} and {:.2} of nginx, {:.2} of actix-canned",
+            ours / theirs,
+            stack / theirs,
+            ours / stack
         );
     }
     for rate in [5_000.0, 10_000.0] {
-        for (name, server) in [("bsl-sentinel", &sentinel), ("nginx", &nginx)] {
+        let servers = [
+            ("bsl-sentinel", &sentinel),
+            ("actix-canned", &canned),
+            ("nginx", &nginx),
+        ];
+        for (name, server) in servers {
             let r = run(
                 server.addr,
                 &ca,
@@ -252,7 +347,7 @@ pub async fn main(setup: Setup) {
             report(&format!("{name} {rate:.0}/s"), r);
         }
     }
-    drop((sentinel, nginx));
+    drop((sentinel, canned, nginx));
     if let Some(n) = setup.callgrind {
         instructions(plane, &mount, &dir, workers, &answer, (body, request), n).await;
     }
@@ -271,7 +366,7 @@ async fn instructions(
 ) {
     let ca = mount.ca.cert_pem();
     let mut per_review = Vec::new();
-    for name in ["bsl-sentinel", "nginx"] {
+    for name in ["bsl-sentinel", "actix-canned", "nginx"] {
         let out = dir.join(format!("callgrind.{name}"));
         let prefix = vec![
             "valgrind".to_string(),
@@ -280,20 +375,19 @@ async fn instructions(
         ];
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = dir.join(format!("{name}-callgrind.log"));
-        let server = if name == "nginx" {
-            let mut cmd = Command::new("valgrind");
-            let nginx = nginx_command(dir, addr, workers, answer, true);
-            cmd.args(&prefix[1..])
-                .arg(nginx.get_program())
-                .args(nginx.get_args());
-            start(cmd, addr, log)
-        } else {
-            start(
-                sentinel_command(plane, mount, addr, workers, &prefix),
-                addr,
-                log,
-            )
+        let cmd = match name {
+            "nginx" => {
+                let mut cmd = Command::new("valgrind");
+                let nginx = nginx_command(dir, addr, workers, answer, true);
+                cmd.args(&prefix[1..])
+                    .arg(nginx.get_program())
+                    .args(nginx.get_args());
+                cmd
+            }
+            "actix-canned" => canned_command(dir, mount, addr, workers, answer, &prefix),
+            _ => sentinel_command(plane, mount, addr, workers, &prefix),
         };
+        let server = start(cmd, addr, log);
         answered(&server, &ca, body, Duration::from_secs(120)).await;
         let tls = https::client_config(&ca);
         let mut conn = super::RawConn::connect(addr, tls)
@@ -326,10 +420,12 @@ async fn instructions(
         per_review.push(total);
         drop(server);
     }
-    if let [ours, theirs] = per_review[..] {
+    if let [ours, stack, theirs] = per_review[..] {
         println!(
-            "callgrind    bsl-sentinel {:.2}x nginx's instructions per review",
-            ours / theirs
+            "callgrind    bsl-sentinel {:.2}x nginx's instructions per review, actix-canned {:.2}x; bsl-sentinel's handler {:.0} per review",
+            ours / theirs,
+            stack / theirs,
+            ours - stack
         );
     }
 }
