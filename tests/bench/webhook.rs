@@ -5,6 +5,8 @@
 //! cargo run --release --example bench-webhook -- [--connections 32] [--seconds 5] [--workers 2]
 //! cargo build --release && cargo run --release --example bench-webhook -- --external [--callgrind 5000]
 //!
+//! `--print-body` prints the review it sends (for tests/bench/parsers).
+//!
 //! `--external` drives the release binary in its own process instead, beside nginx as the
 //! floor and the same HTTP stack answering canned bytes (see webhook_external.rs).
 
@@ -242,6 +244,10 @@ async fn main() {
         ]
         .concat(),
     );
+    if std::env::args().any(|a| a == "--print-body") {
+        // For tests/bench/parsers, which times JSON parsers on the same review.
+        return println!("{}", String::from_utf8_lossy(&body));
+    }
     if std::env::args().any(|a| a == "--external") {
         let callgrind = std::env::args()
             .any(|a| a == "--callgrind")
