@@ -56,8 +56,14 @@ pub fn sigterm(child: &Child) {
     }
 }
 
+/// The checkout the tests run from. Cargo sets CARGO_MANIFEST_DIR when it runs a test or an
+/// example, and that comes first: a binary built in another checkout sharing the target
+/// directory (CI's clone and a working tree both use $HOME/.cache) is reused by cargo as
+/// fresh, and its compile-time path may no longer exist.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 /// Runs one of the repository's scripts and returns the last line it printed on stdout
