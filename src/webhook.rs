@@ -88,12 +88,34 @@ async fn readyz(state: web::Data<State>) -> HttpResponse {
     }
 }
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.app_data(web::PayloadConfig::new(MAX_BODY))
-        .route("/validate", web::post().to(validate))
+fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/validate", web::post().to(validate))
         .route("/mutate", web::post().to(mutate))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz));
+}
+
+/// The webhook's HTTP stack: actix-web over TLS on an already bound listener, with the body
+/// limit and the worker and shutdown settings, serving what `configure` registers. `serve`
+/// registers the webhook; the benches register canned answers, to measure the stack alone.
+pub fn server(
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    workers: usize,
+    configure: impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+) -> std::io::Result<Server> {
+    let app = move || {
+        App::new()
+            .app_data(web::PayloadConfig::new(MAX_BODY))
+            .configure(configure.clone())
+    };
+    Ok(HttpServer::new(app)
+        .workers(workers)
+        .disable_signals()
+        // Requests in flight get this long to finish on a graceful stop.
+        .shutdown_timeout(5)
+        .listen_rustls_0_23(listener, tls)?
+        .run())
 }
 
 /// Serves the webhook over TLS on an already bound listener (port 0 in tests).
@@ -106,12 +128,9 @@ pub fn serve(
     let addr = listener.local_addr()?;
     let tls = cert.server_config().map_err(std::io::Error::other)?;
     let data = web::Data::from(state);
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
-        .workers(workers)
-        .disable_signals()
-        // Requests in flight get this long to finish on a graceful stop.
-        .shutdown_timeout(5)
-        .listen_rustls_0_23(listener, tls)?
-        .run();
-    Ok((server, addr))
+    let configure = move |cfg: &mut web::ServiceConfig| {
+        cfg.app_data(data.clone());
+        routes(cfg);
+    };
+    Ok((server(listener, tls, workers, configure)?, addr))
 }

@@ -10,8 +10,8 @@
 //!   rustls, answering a fixed allowed review with the request's uid), registered as
 //!   validating, as mutating (with no patch, and with bsl-sentinel's own initial-status patch,
 //!   which costs the apiserver the same to apply), and as both;
-//! - the same floor's answers served on bsl-sentinel's HTTP stack (actix-web over rustls,
-//!   configured as `webhook::serve` does), validating and mutating with the patch: what
+//! - the same floor's answers served on bsl-sentinel's HTTP stack (`webhook::server`:
+//!   actix-web over rustls), validating and mutating with the patch: what
 //!   bsl-sentinel's hops cost beyond these is its handler's;
 //! - bsl-sentinel (the release binary, webhook-only mode) validating, mutating, and both.
 //!
@@ -196,7 +196,7 @@ fn start_actix_floor(
     workers: usize,
     reviews: Arc<AtomicUsize>,
 ) -> SocketAddr {
-    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+    use actix_web::{HttpRequest, HttpResponse, web};
     let cert = bsl_sentinel::tls::ReloadingCert::load(&mount.cert(), &mount.key())
         .unwrap_or_else(|e| panic!("actix floor certificate: {e}"));
     let tls = cert
@@ -213,9 +213,7 @@ fn start_actix_floor(
             .build()
             .unwrap_or_else(|e| panic!("actix floor runtime: {e}"));
         runtime.block_on(async move {
-            // As webhook::serve builds bsl-sentinel's server: the body read as web::Bytes with
-            // the same limit, the same worker and shutdown settings.
-            let server = HttpServer::new(move || {
+            let configure = move |cfg: &mut web::ServiceConfig| {
                 let (patch, reviews) = (patch.clone(), Arc::clone(&reviews));
                 let answer = move |request: HttpRequest, body: web::Bytes| {
                     let answer = floor_answer(&body, request.path(), &patch);
@@ -226,16 +224,10 @@ fn start_actix_floor(
                             .body(answer)
                     }
                 };
-                App::new()
-                    .app_data(web::PayloadConfig::new(bsl_sentinel::webhook::MAX_BODY))
-                    .default_service(web::post().to(answer))
-            })
-            .workers(workers)
-            .disable_signals()
-            .shutdown_timeout(5)
-            .listen_rustls_0_23(listener, tls)
-            .unwrap_or_else(|e| panic!("actix floor: {e}"))
-            .run();
+                cfg.default_service(web::post().to(answer));
+            };
+            let server = bsl_sentinel::webhook::server(listener, tls, workers, configure)
+                .unwrap_or_else(|e| panic!("actix floor: {e}"));
             server.await.unwrap_or_else(|e| panic!("actix floor: {e}"));
         });
     });

@@ -8,8 +8,8 @@
 //! bsl-sentinel's go.
 //!
 //! A third server runs in the same rounds: this bench's own process serving bsl-sentinel's
-//! answer as canned bytes on the same HTTP stack (actix-web over rustls, configured as
-//! `webhook::serve` does), so that what bsl-sentinel costs beyond it is its handler's.
+//! answer as canned bytes on the same HTTP stack (`webhook::server`: actix-web over rustls),
+//! so that what bsl-sentinel costs beyond it is its handler's.
 //!
 //! Needs Debian's `wrk`, `nginx-light` and `valgrind` packages (apt-get install wrk nginx-light
 //! valgrind); the bench is run by hand, never by CI.
@@ -136,7 +136,7 @@ fn nginx_command(
 /// The canned server: `--canned-server ADDR CERT KEY ANSWER_FILE WORKERS`, run by
 /// `canned_command` in a process of its own.
 pub async fn canned_server(args: &[String]) {
-    use actix_web::{App, HttpResponse, HttpServer, web};
+    use actix_web::{HttpResponse, web};
     let [addr, cert, key, answer, workers] = args else {
         panic!("--canned-server ADDR CERT KEY ANSWER_FILE WORKERS, got {args:?}");
     };
@@ -146,30 +146,22 @@ pub async fn canned_server(args: &[String]) {
         .unwrap_or_else(|e| panic!("certificate: {e}"));
     let tls = cert.server_config().unwrap_or_else(|e| panic!("TLS: {e}"));
     let listener = std::net::TcpListener::bind(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
-    // As webhook::serve builds its server and routes, with a handler that reads the body the
-    // same way (web::Bytes, the same limit) and answers the same bytes.
-    let server = HttpServer::new(move || {
+    // bsl-sentinel's stack, with a handler that reads the body as bsl-sentinel's does
+    // (web::Bytes) and answers the same bytes.
+    let configure = move |cfg: &mut web::ServiceConfig| {
         let answer = answer.clone();
-        App::new()
-            .app_data(web::PayloadConfig::new(bsl_sentinel::webhook::MAX_BODY))
-            .route(
-                "/validate",
-                web::post().to(move |_: web::Bytes| {
-                    let answer = answer.clone();
-                    async move {
-                        HttpResponse::Ok()
-                            .content_type("application/json")
-                            .body(answer)
-                    }
-                }),
-            )
-    })
-    .workers(workers)
-    .disable_signals()
-    .shutdown_timeout(5)
-    .listen_rustls_0_23(listener, tls)
-    .unwrap_or_else(|e| panic!("canned server: {e}"))
-    .run();
+        let canned = move |_: web::Bytes| {
+            let answer = answer.clone();
+            async move {
+                HttpResponse::Ok()
+                    .content_type("application/json")
+                    .body(answer)
+            }
+        };
+        cfg.route("/validate", web::post().to(canned));
+    };
+    let server = bsl_sentinel::webhook::server(listener, tls, workers, configure)
+        .unwrap_or_else(|e| panic!("canned server: {e}"));
     server
         .await
         .unwrap_or_else(|e| panic!("canned server: {e}"));
