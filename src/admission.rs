@@ -8,7 +8,7 @@ use kube::core::response::{StatusCause, StatusDetails};
 use serde_json::{Value, json};
 
 use crate::bsl::{GROUP, Phase, SecretKeySelector};
-use crate::review::Request;
+use crate::review::{AdmittedBsl, Request};
 use crate::rules;
 use crate::served_crd::ServedCrd;
 
@@ -42,13 +42,15 @@ pub fn validate(req: &Request, cluster: &(impl ClusterView + ?Sized)) -> Admissi
     {
         return response;
     }
-    let spec = rules::Spec::from_text(object.spec.as_deref());
-    let object = &object.head;
-
-    let report = rules::validate_parts(object, &spec);
+    let report = rules::validate_parts(&object.head(), &object.spec);
     let namespace = req.namespace.as_deref().unwrap_or_default();
     let mut warnings = report.warnings.clone();
-    warnings.extend(cluster_warnings(&spec, &req.name, namespace, cluster));
+    warnings.extend(cluster_warnings(
+        &object.spec,
+        &req.name,
+        namespace,
+        cluster,
+    ));
     let warnings: Vec<String> = warnings.iter().map(|w| one_line(w)).collect();
 
     let mut response = response;
@@ -91,11 +93,10 @@ fn invalid_message(name: &str, errors: &[rules::FieldError]) -> String {
     format!("BackupStorageLocation.{GROUP} {name:?} is invalid: {list}")
 }
 
-fn display_name(object: &Value, request_name: &str) -> String {
-    let meta = &object["metadata"];
-    [&meta["name"], &meta["generateName"]]
-        .iter()
-        .find_map(|v| v.as_str().filter(|s| !s.is_empty()))
+fn display_name(object: &AdmittedBsl, request_name: &str) -> String {
+    [&object.name, &object.generate_name]
+        .into_iter()
+        .find_map(|v| v.as_ref()?.as_str().filter(|s| !s.is_empty()))
         .unwrap_or(request_name)
         .to_string()
 }
@@ -190,7 +191,7 @@ pub fn mutate(req: &Request, served: ServedCrd) -> AdmissionResponse {
     let Some(object) = req.object.as_ref() else {
         return response;
     };
-    match initial_status_patch(&object.head, served) {
+    match initial_status_patch(object.status.as_ref(), served) {
         Some(patch) => match response.clone().with_patch(patch) {
             Ok(patched) => patched,
             // Never break creation: an unserializable patch just means no stamp.
@@ -206,15 +207,16 @@ pub fn mutate(req: &Request, served: ServedCrd) -> AdmissionResponse {
 /// Unknown, and a copied `Available` would claim a check that never ran here.
 ///
 /// Idempotent (reinvocationPolicy IfNeeded): applied to its own output it returns None. None
-/// too where a status subresource makes the apiserver drop status on create.
-pub fn initial_status_patch(object: &Value, served: ServedCrd) -> Option<Patch> {
+/// too where a status subresource makes the apiserver drop status on create. `status` is the
+/// new object's, as sent.
+pub fn initial_status_patch(status: Option<&Value>, served: ServedCrd) -> Option<Patch> {
     if served.status_subresource {
         return None;
     }
     let phase = served
         .unknown_phase_allowed
         .then(|| Value::from(Phase::Unknown.as_str()));
-    let Some(status) = object.get("status").and_then(Value::as_object) else {
+    let Some(status) = status.and_then(Value::as_object) else {
         let mut status = json!({ "message": PENDING_MESSAGE });
         if let Some(phase) = phase {
             status["phase"] = phase;
@@ -269,7 +271,7 @@ mod tests {
     #[test]
     fn stamps_unknown_where_allowed() {
         let object = json!({"spec": {}});
-        let patch = initial_status_patch(&object, PROJECT);
+        let patch = initial_status_patch(object.get("status"), PROJECT);
         let out = apply(&object, patch.as_ref().unwrap_or(&Patch(vec![])));
         assert_eq!(
             out["status"],
@@ -281,7 +283,7 @@ mod tests {
     fn velero_crd_gets_message_only_and_loses_copied_phase() {
         let object =
             json!({"spec": {}, "status": {"phase": "Available", "lastSyncedRevision": "r"}});
-        let patch = initial_status_patch(&object, VELERO);
+        let patch = initial_status_patch(object.get("status"), VELERO);
         let out = apply(&object, patch.as_ref().unwrap_or(&Patch(vec![])));
         assert_eq!(
             out["status"],
@@ -297,11 +299,11 @@ mod tests {
                 json!({"spec": {}, "status": {}}),
                 json!({"spec": {}, "status": {"phase": "Unavailable", "message": "x"}}),
             ] {
-                let first = initial_status_patch(&object, served);
+                let first = initial_status_patch(object.get("status"), served);
                 assert!(first.is_some(), "{object} needs a stamp");
                 let once = apply(&object, first.as_ref().unwrap_or(&Patch(vec![])));
                 assert_eq!(
-                    initial_status_patch(&once, served),
+                    initial_status_patch(once.get("status"), served),
                     None,
                     "{served:?} {object}"
                 );
@@ -315,7 +317,7 @@ mod tests {
             unknown_phase_allowed: true,
             status_subresource: true,
         };
-        assert_eq!(initial_status_patch(&json!({"spec": {}}), served), None);
+        assert_eq!(initial_status_patch(None, served), None);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Any HTTP body sent to /validate or /mutate: decoded, then judged by both webhooks on both
-//! CRDs. Neither may panic, and an answer always carries the request's uid. The webhook's rules
-//! read the spec as text; they must judge it as the CLI judges the same document as JSON.
+//! CRDs. Neither may panic, and an answer always carries the request's uid. The webhook reads
+//! the spec typed where it fits and as JSON where not; either way the rules must judge the
+//! object as the CLI judges the same object read as JSON.
 #![no_main]
 
 use bsl_sentinel::admission::{self, ClusterView};
-use bsl_sentinel::rules::{self, Spec};
+use bsl_sentinel::rules;
 use bsl_sentinel::served_crd::ServedCrd;
 use libfuzzer_sys::fuzz_target;
 
@@ -25,16 +26,12 @@ fuzz_target!(|body: &[u8]| {
     };
     let answer = admission::validate(&request, &Cluster);
     assert_eq!(answer.uid, request.uid);
-    if let Some(object) = &request.object {
-        let mut document = object.head.clone();
-        if let Some(spec) = &object.spec
-            && let Ok(spec) = serde_json::from_str(spec.get())
-        {
-            document["spec"] = spec;
-        }
+    if let Some(object) = &request.object
+        && let Ok(review) = serde_json::from_slice::<serde_json::Value>(body)
+    {
         assert_eq!(
-            rules::validate_parts(&object.head, &Spec::from_text(object.spec.as_deref())),
-            rules::validate_document(&document)
+            rules::validate_parts(&object.head(), &object.spec),
+            rules::validate_document(&review["request"]["object"])
         );
     }
     for served in [

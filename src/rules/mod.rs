@@ -18,7 +18,7 @@ use k8s_openapi::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use input::Spec;
+pub use input::{Head, Spec};
 pub use report::{ErrorKind, FieldError, Report};
 
 use crate::bsl::{BackupStorageLocationSpec, ObjectStorageLocation};
@@ -175,17 +175,15 @@ fn check_duration(value: Option<&str>, path: &str, r: &mut Report) -> Option<GoD
 
 /// Checks a whole manifest as the offline CLI reads it: type, name, then the spec.
 pub fn validate_document(doc: &Value) -> Report {
-    validate_parts(doc, &Spec::from_value(doc.get("spec")))
+    validate_parts(&Head::of(doc), &Spec::from_value(doc.get("spec")))
 }
 
-/// The same for a document read in two parts, as the webhook reads it: `head` for apiVersion,
-/// kind and metadata.name, and the spec on its own.
-pub fn validate_parts(head: &Value, spec: &Spec) -> Report {
+/// The same for a document read in two parts, as the webhook reads it.
+pub fn validate_parts(head: &Head, spec: &Spec) -> Report {
     let mut r = Report::default();
-    check_const(head, "apiVersion", "velero.io/v1", &mut r);
-    check_const(head, "kind", "BackupStorageLocation", &mut r);
-    let name = head.get("metadata").and_then(|m| m.get("name"));
-    match name.filter(|v| !v.is_null() && v.as_str() != Some("")) {
+    check_const(head.api_version, "apiVersion", "velero.io/v1", &mut r);
+    check_const(head.kind, "kind", "BackupStorageLocation", &mut r);
+    match head.name.filter(|v| !v.is_null() && v.as_str() != Some("")) {
         None => r.error(
             "metadata.name",
             ErrorKind::Required,

@@ -138,8 +138,8 @@ fn check_object(object: &serde_json::Map<String, Value>, shape: Shape, path: &st
     }
 }
 
-pub(crate) fn check_const(doc: &Value, key: &str, want: &str, r: &mut Report) {
-    match doc.get(key) {
+pub(crate) fn check_const(value: Option<&Value>, key: &str, want: &str, r: &mut Report) {
+    match value {
         None | Some(Value::Null) => r.error(key, ErrorKind::Required, format!("set {key}: {want}")),
         Some(Value::String(s)) if s == want => {}
         Some(v) => r.not_supported(key, &json_text(v), &[want], ""),

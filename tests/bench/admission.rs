@@ -287,7 +287,7 @@ fn sentinel_patch() -> String {
         unknown_phase_allowed: true,
         status_subresource: false,
     };
-    let patch = initial_status_patch(&valid("x"), served)
+    let patch = initial_status_patch(valid("x").get("status"), served)
         .unwrap_or_else(|| panic!("bsl-sentinel stamps no status on this CRD"));
     let bytes = serde_json::to_vec(&patch).unwrap_or_else(|e| panic!("patch: {e}"));
     base64::engine::general_purpose::STANDARD.encode(bytes)
