@@ -12,7 +12,6 @@
 //! only reviews that carry a bad spec.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::{Status, TypeMeta};
@@ -128,17 +127,11 @@ impl<'de> Deserialize<'de> for Exact {
         let mut ignored = false;
         let spec = serde_ignored::deserialize(deserializer, |_| ignored = true)?;
         if ignored {
-            return Err(de::Error::custom(NotExact));
+            return Err(de::Error::custom(
+                "the spec has a field the typed spec does not know",
+            ));
         }
         Ok(Exact(spec))
-    }
-}
-
-struct NotExact;
-
-impl fmt::Display for NotExact {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("the spec has a field the typed spec does not know")
     }
 }
 
@@ -328,25 +321,25 @@ mod tests {
 
     #[test]
     fn specs_compare_typed_or_as_json() {
-        let object = |spec: &str| {
-            let body = format!(
+        let updated = |spec: &str| {
+            object(&format!(
                 r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                     "request": {{"uid": "u", "operation": "UPDATE", "object": {{"spec": {spec}}}}}}}"#
-            );
-            super::tests::object(&body)
+            ))
         };
-        let a = object(r#"{"provider": "aws", "objectStorage": {"bucket": "b"}, "default": true}"#);
-        assert!(a.same_spec(&object(
+        let a =
+            updated(r#"{"provider": "aws", "objectStorage": {"bucket": "b"}, "default": true}"#);
+        assert!(a.same_spec(&updated(
             r#"{"default":true,"objectStorage":{"bucket":"b"},"provider":"aws"}"#
         )));
-        assert!(!a.same_spec(&object(
+        assert!(!a.same_spec(&updated(
             r#"{"provider": "aws", "objectStorage": {"bucket": "b"}}"#
         )));
-        let bad = object(r#"{"provider": "aws", "extra": 1}"#);
-        assert!(bad.same_spec(&object(r#"{"extra":1,"provider":"aws"}"#)));
-        assert!(!bad.same_spec(&object(r#"{"provider": "aws", "extra": 2}"#)));
-        assert!(!a.same_spec(&object("null")));
-        assert!(object("null").same_spec(&AdmittedBsl::default()));
+        let bad = updated(r#"{"provider": "aws", "extra": 1}"#);
+        assert!(bad.same_spec(&updated(r#"{"extra":1,"provider":"aws"}"#)));
+        assert!(!bad.same_spec(&updated(r#"{"provider": "aws", "extra": 2}"#)));
+        assert!(!a.same_spec(&updated("null")));
+        assert!(updated("null").same_spec(&AdmittedBsl::default()));
     }
 
     #[test]

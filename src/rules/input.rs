@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::bsl::BackupStorageLocationSpec;
 
 /// The parts of a manifest outside its spec that the rules judge.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Head<'a> {
     pub api_version: Option<&'a Value>,
     pub kind: Option<&'a Value>,

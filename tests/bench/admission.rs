@@ -704,8 +704,9 @@ async fn main() {
     let client = plane.client().await;
     let mount = SecretMount::new(&plane.dir.join("bench-admission-cert"));
     let ca = mount.ca.cert_pem();
-    let floor = start_floor(&mount.cert(), &mount.key(), sentinel_patch(), 2);
-    let actix_floor = start_actix_floor(&mount, sentinel_patch(), 2, Arc::clone(&floor.reviews));
+    let patch = sentinel_patch();
+    let floor = start_floor(&mount.cert(), &mount.key(), patch.clone(), 2);
+    let actix_floor = start_actix_floor(&mount, patch, 2, Arc::clone(&floor.reviews));
     let home = plane.namespace("bench-admission");
 
     let mut programs = vec![(binary(), "bsl-sentinel".to_string())];
